@@ -1,0 +1,268 @@
+"""``cluster_sim.run(config) -> Summary``: the one path every entry point takes.
+
+The command line composes ``conf/`` with Hydra and calls :func:`run`; a
+notebook or a benchmark does the same with ``cluster_sim.compose([...])`` or a
+plain mapping. Trace loading, config validation and output writing are timed
+apart from the replay (``sim_wall_s`` covers routing, nodes and metric
+accumulation only).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from . import __version__
+from .config import SimConfig, resolve_chunk_tokens
+from .metrics import derive, fleet_metrics
+
+
+@dataclass
+class Summary:
+    fleet: dict
+    nodes: list[dict]
+    config: dict
+    run: dict
+    node_table: pa.Table | None = field(default=None, repr=False)
+    epoch_table: pa.Table | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        return {"fleet": self.fleet, "nodes": self.nodes, "config": self.config, "run": self.run}
+
+    def to_json(self) -> str:
+        return json.dumps(_strict(self.to_dict()), indent=2, sort_keys=False, allow_nan=False)
+
+    def write(self, path: str | os.PathLike) -> Path:
+        """Write ``summary.json`` (and ``nodes.parquet`` / ``epochs.parquet`` beside it)."""
+        import pyarrow.parquet as pq
+
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(self.to_json() + "\n")
+        if self.node_table is not None:
+            pq.write_table(self.node_table, p.parent / "nodes.parquet")
+        if self.epoch_table is not None:
+            pq.write_table(self.epoch_table, p.parent / "epochs.parquet")
+        return p
+
+    def table(self) -> str:
+        """A readable summary for a terminal."""
+        f = self.fleet
+        r = self.run
+        c = self.config
+        lines = [
+            f"cluster_sim {r['version']}  policy={r.get('policy_label')}  model={c.get('model', {}).get('name')}  "
+            f"nodes={len(self.nodes)}  trace={r['trace_path']}",
+            "",
+        ]
+        rows = [
+            ("requests", f"{f['requests']:,}"),
+            ("trace span", f"{f['trace_span_s']:.1f} s"),
+            ("chunk miss ratio", f"{f['chunk_miss_ratio']:.4f}  (floor {f['miss_ratio_floor']:.4f})"),
+            ("token miss ratio", f"{f['token_miss_ratio']:.4f}"),
+            ("hits hbm / dram / ssd (FA)", f"{f['hits_hbm_fa']:,} / {f['hits_dram_fa']:,} / {f['hits_ssd_fa']:,}"),
+            ("hits hbm / dram / ssd (STATE)",
+             f"{f['hits_hbm_state']:,} / {f['hits_dram_state']:,} / {f['hits_ssd_state']:,}"),
+            ("SSD bytes written (FA + STATE)", f"{_h(f['ssd_bytes_written'])} = {_h(f['ssd_bytes_written_fa'])} + "
+                                               f"{_h(f['ssd_bytes_written_state'])}"),
+            ("SSD writes per day", f"{_h(f['ssd_bytes_written_per_day'])}/day"),
+            ("SSD write hit fraction", f"{f['ssd_write_hit_fraction']:.3f}"),
+            ("SSD lifetime (first drive)", f"{f['ssd_lifetime_years']:.2f} years"),
+            ("load latency mean / p50 / p99",
+             f"{f['load_latency_mean_s'] * 1e3:.2f} / {f['load_latency_p50_s'] * 1e3:.2f} / "
+             f"{f['load_latency_p99_s'] * 1e3:.2f} ms"),
+            ("TTFT mean / p99", f"{f['ttft_mean_s'] * 1e3:.2f} / {f['ttft_p99_s'] * 1e3:.2f} ms"),
+            ("recompute GPU-seconds", f"{f['recompute_gpu_seconds']:.1f}  (floor {f['recompute_gpu_seconds_floor']:.1f})"),
+            ("cost per 1k requests", f"${f['cost_per_1k_requests_usd']:.4f}  (recompute "
+                                     f"${f['cost_per_1k_requests_recompute_usd']:.4f} + wear "
+                                     f"${f['cost_per_1k_requests_wear_usd']:.4f})"),
+            ("insert skipped", _h(f["insert_skipped_bytes"])),
+            ("simulation", f"{f['sim_wall_s']:.2f} s wall, {f['sim_chunk_refs_per_s']:,.0f} chunk refs/s"),
+        ]
+        w = max(len(k) for k, _ in rows)
+        lines += [f"  {k:<{w}}  {v}" for k, v in rows]
+        return "\n".join(lines)
+
+
+def _h(b: float) -> str:
+    b = float(b)
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB"):
+        if abs(b) < 1000 or unit == "PB":
+            return f"{b:.1f} {unit}" if unit != "B" else f"{int(b)} B"
+        b /= 1000.0
+    return f"{b:.1f} PB"
+
+
+def _strict(x):
+    """JSON-safe: numpy scalars to Python, non-finite floats to 0 (ratios) — never NaN/Infinity."""
+    if isinstance(x, dict):
+        return {str(k): _strict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_strict(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return 0.0
+    return x
+
+
+def git_sha() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def prepare(cfg: SimConfig):
+    """Load and chunk the workload. Returns (chunked trace, trace path, trace sha256)."""
+    from .trace.chunks import chunk_trace
+    from .trace.load import file_sha256, load_workload
+    from .trace.schema import block_tokens
+
+    table = load_workload(cfg.workload, cfg.seed)
+    ct = resolve_chunk_tokens(cfg.chunk_tokens, block_tokens(table))
+    a0 = float(table.column("arrival_s")[0].as_py())
+    trace = chunk_trace(table, ct, warmup_s=a0 + cfg.workload.warmup_s, source_path=cfg.workload.path or "")
+    if cfg.workload.format == "synthetic":
+        tpath = "synthetic"
+        sha = _table_sha(table)
+    else:
+        from .trace.load import resolve_trace_path
+        rp = resolve_trace_path(cfg.workload.path)
+        tpath = str(rp)
+        sha = file_sha256(rp)
+    return trace, tpath, sha
+
+
+def _table_sha(table: pa.Table) -> str:
+    import hashlib
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+
+
+def run(config: Mapping | SimConfig, *, trace=None, write: bool = True) -> Summary:
+    """Run one simulation. ``config`` is a composed mapping (``cluster_sim.compose``) or a
+    :class:`SimConfig`. ``trace`` may pass an already chunked trace (benchmarks)."""
+    import time
+
+    from .fleet import floors, run_inprocess
+
+    cfg = config if isinstance(config, SimConfig) else SimConfig.from_mapping(config)
+    if trace is None:
+        trace, tpath, sha = prepare(cfg)
+    else:
+        tpath, sha = getattr(trace, "source", "given"), ""
+    if cfg.fleet.backend == "ray":
+        from .distributed import run_ray
+        raw = run_ray(trace, cfg)
+    else:
+        raw = run_inprocess(trace, cfg)
+    t1 = time.perf_counter()
+    node_floors, fleet_floor = floors(trace, cfg, raw["assign"])
+    floor_wall = time.perf_counter() - t1
+
+    counted = trace.counted
+    arr = trace.arrival_s[counted]
+    span = float(arr[-1] - arr[0]) if len(arr) else 0.0
+    wl = cfg.workload
+    per_node = []
+    stats = []
+    hws = []
+    for k, (st, _series) in enumerate(raw["results"]):
+        hw = cfg.hardware_for_node(k)
+        d = derive(st, hw, span_s=span, replays_per_day_scale=wl.replays_per_day_scale,
+                   cap_years=cfg.lifetime_cap_years, floor_ratio=node_floors[k][0], floor_gpu_s=node_floors[k][1])
+        per_node.append(d)
+        stats.append(st)
+        hws.append(hw)
+    fleet = fleet_metrics(per_node, stats, hws, span_s=span, replays_per_day_scale=wl.replays_per_day_scale,
+                          cap_years=cfg.lifetime_cap_years, floor_ratio=fleet_floor[0], floor_gpu_s=fleet_floor[1])
+    wall = raw["sim_wall_s"]
+    refs = int(sum(s.chunks_requested for s in stats))
+    all_refs = trace.chunk_refs
+    fleet["sim_wall_s"] = float(wall)
+    fleet["sim_chunk_refs_per_s"] = float(all_refs / wall) if wall > 0 else 0.0
+    for d, (st, _s) in zip(per_node, raw["results"]):
+        d["sim_wall_s"] = float(wall)
+        d["sim_chunk_refs_per_s"] = float(all_refs / wall) if wall > 0 else 0.0
+    run_info = {
+        "version": __version__,
+        "git_sha": git_sha(),
+        "trace_path": tpath,
+        "trace_sha256": sha,
+        "seed": cfg.seed,
+        "backend": cfg.fleet.backend,
+        "ray_workers": raw.get("ray_workers", 0 if cfg.fleet.backend == "inprocess" else cfg.fleet.ray_workers),
+        "actor_processes": raw.get("actor_processes", 0),
+        "policy_label": cfg.policy.label(),
+        "chunk_tokens": trace.chunk_tokens,
+        "block_tokens": trace.block_tokens,
+        "chunks_tracked": trace.n_chunks,
+        "counted_chunk_refs": refs,
+        "floor_wall_s": floor_wall,
+    }
+    summary = Summary(fleet=fleet, nodes=per_node, config=_resolved_config(cfg), run=run_info)
+    summary.node_table = _node_table(per_node)
+    summary.epoch_table = _epoch_table(trace, raw, cfg)
+    if write:
+        path = cfg.summary_path or (Path(cfg.output_dir) / "summary.json" if cfg.output_dir else None)
+        if path:
+            summary.write(path)
+            summary.run["summary_path"] = str(path)
+    return summary
+
+
+def _resolved_config(cfg: SimConfig) -> dict:
+    raw = dict(cfg.raw)
+    model = dict(raw.get("model") or {}) if isinstance(raw.get("model"), Mapping) else {"name": raw.get("model")}
+    model["derived"] = cfg.model.to_dict()
+    raw["model"] = model
+    return _strict(raw)
+
+
+def _node_table(per_node: list[dict]) -> pa.Table:
+    keys = [k for k, v in per_node[0].items() if isinstance(v, (int, float))]
+    cols = {"node": pa.array(list(range(len(per_node))), pa.int32())}
+    for k in keys:
+        cols[k] = pa.array([float(n.get(k, 0)) for n in per_node], pa.float64())
+    return pa.table(cols)
+
+
+def _epoch_table(trace, raw, cfg) -> pa.Table:
+    """Per node and per epoch (``fleet.epoch_s``): requests, chunk misses, SSD bytes written."""
+    epoch_s = cfg.fleet.epoch_s
+    a0 = float(trace.arrival_s[0]) if trace.n_requests else 0.0
+    rows = {"node": [], "epoch": [], "t_start_s": [], "requests": [], "chunks": [], "chunk_misses": [],
+            "ssd_bytes_written": []}
+    assign = raw["assign"]
+    for k, (_st, series) in enumerate(raw["results"]):
+        idx = np.flatnonzero(assign == k)
+        cnt = trace.counted[idx]
+        if not cnt.any():
+            continue
+        ep = np.floor((trace.arrival_s[idx] - a0) / epoch_s).astype(np.int64)[cnt]
+        m = series["m"][cnt]
+        miss = (series["m"] - series["h"])[cnt]
+        w = series["ssd_bytes_written"][cnt]
+        for e in np.unique(ep):
+            sel = ep == e
+            rows["node"].append(k)
+            rows["epoch"].append(int(e))
+            rows["t_start_s"].append(float(e * epoch_s))
+            rows["requests"].append(int(sel.sum()))
+            rows["chunks"].append(int(m[sel].sum()))
+            rows["chunk_misses"].append(int(miss[sel].sum()))
+            rows["ssd_bytes_written"].append(int(w[sel].sum()))
+    return pa.table(rows)

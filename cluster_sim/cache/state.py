@@ -1,0 +1,337 @@
+"""Residency of payloads in one node's tiers, with exact byte accounting.
+
+Payload handles are plain ints: ``p = 2*c`` is chunk ``c``'s FA payload and
+``p = 2*c + 1`` its STATE payload. Per-payload data lives in numpy arrays
+indexed by handle, so a request's work is a handful of vectorised operations
+along its chunk path rather than per-chunk Python objects.
+
+Residency rules (simulation-model §3) are kept with exact per-tier descendant
+counts: ``dcnt[t, c]`` is the number of strict descendants of ``c`` whose FA
+is resident in tier ``t``; ``dany[c]`` the number resident in any tier. A copy
+of FA ``c`` may leave tier ``t`` towards a lower tier only when
+``dcnt[t, c] == 0`` (leaf-first within each tier); a last copy may be dropped
+only when ``dany[c] == 0`` (prefix closure). Ancestors of a chunk are read as a
+slice of the trace's flat chunk array (``anchor``), so an update is one numpy
+fancy-indexed add.
+
+Recency is a logical clock (simulation-model §5): every touch takes the next
+stamp and is appended to a touch log. :class:`TierLRU` walks that log (sorted by
+construction) plus a small heap for payloads that entered a tier without a
+touch (demotions), giving least-recent-first candidates in amortised O(1).
+"""
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+HBM, DRAM, SSD = 0, 1, 2
+NO_TIER = -1
+TIER_NAMES = ("hbm", "dram", "ssd")
+BIT = (1, 2, 4)
+DROP, DEMOTE = 0, 1
+
+
+class CacheState:
+    """Residency, sizes, pins and recency of every payload of one node.
+
+    Owned by the node; policies read it and never write it (they return
+    decisions, the node moves bytes).
+    """
+
+    def __init__(self, parent: np.ndarray, depth: np.ndarray, anchor: np.ndarray, flat: np.ndarray,
+                 fa_bytes: int, state_bytes: np.ndarray, capacities: tuple[int, int, int]):
+        U = len(parent)
+        self.n_chunks = U
+        self.parent = parent
+        self.depth = depth
+        self.anchor = anchor
+        self.flat = flat
+        self.fa_bytes = int(fa_bytes)
+        self.state_bytes = np.asarray(state_bytes, dtype=np.int64)
+        # payload sizes, indexed by handle
+        self.size = np.empty(2 * U, dtype=np.int64)
+        self.size[0::2] = self.fa_bytes
+        self.size[1::2] = self.state_bytes
+        self.res = np.zeros(2 * U, dtype=np.uint8)
+        self.dcnt = np.zeros((3, U), dtype=np.int32)
+        self.dany = np.zeros(U, dtype=np.int32)
+        self.scratch = np.zeros((2, U), dtype=np.int32)   # tentative counts during one selection
+        self.stamp = np.full(2 * U, -1, dtype=np.int64)
+        self.pin = np.full(2 * U, -1, dtype=np.int64)
+        self.cur = 0                    # sequence number of the request being processed (pins)
+        self.cap = [int(c) for c in capacities]
+        self.used = [0, 0, 0]
+        self.clock = 0                  # next logical stamp
+        # touch log: (payload, stamp) appended in stamp order
+        self._log_p = np.zeros(1 << 16, dtype=np.int64)
+        self._log_s = np.zeros(1 << 16, dtype=np.int64)
+        self.log_n = 0
+        self.lrus: list[list[TierLRU]] = [[], [], []]
+        self.listeners = []              # objects with on_enter(tier, p) / on_leave(tier, p)
+
+    # ---- small helpers -------------------------------------------------
+    def ancestors(self, c: int) -> np.ndarray:
+        a = self.anchor[c]
+        return self.flat[a:a + self.depth[c] - 1]
+
+    def psize(self, p: int) -> int:
+        return int(self.size[p])
+
+    def pinned(self, p: int) -> bool:
+        return self.pin[p] == self.cur
+
+    def resident(self, p: int, t: int) -> bool:
+        return bool(self.res[p] & BIT[t])
+
+    def fastest_tier(self, p: int) -> int:
+        r = int(self.res[p])
+        if r & 1:
+            return HBM
+        if r & 2:
+            return DRAM
+        if r & 4:
+            return SSD
+        return NO_TIER
+
+    def is_last_copy(self, p: int, t: int) -> bool:
+        return int(self.res[p]) == BIT[t]
+
+    # ---- recency -------------------------------------------------------
+    def touch(self, payloads: np.ndarray) -> None:
+        """Give ``payloads`` the next stamps, in the order given (last = most recent)."""
+        k = len(payloads)
+        if not k:
+            return
+        s0 = self.clock
+        stamps = np.arange(s0, s0 + k, dtype=np.int64)
+        self.stamp[payloads] = stamps
+        self.clock = s0 + k
+        n = self.log_n
+        if n + k > len(self._log_p):
+            self._grow_log(n + k)
+            n = self.log_n
+        self._log_p[n:n + k] = payloads
+        self._log_s[n:n + k] = stamps
+        self.log_n = n + k
+
+    def touch_one(self, p: int) -> None:
+        s = self.clock
+        self.stamp[p] = s
+        self.clock = s + 1
+        n = self.log_n
+        if n + 1 > len(self._log_p):
+            self._grow_log(n + 1)
+            n = self.log_n
+        self._log_p[n] = p
+        self._log_s[n] = s
+        self.log_n = n + 1
+
+    def _grow_log(self, need: int) -> None:
+        extra = need - self.log_n
+        # first drop entries every walker has passed, and stale ones
+        self.compact_log()
+        if self.log_n + extra <= len(self._log_p) // 2:
+            return
+        new = max(self.log_n + extra, 2 * len(self._log_p))
+        for name in ("_log_p", "_log_s"):
+            old = getattr(self, name)
+            arr = np.zeros(new, dtype=np.int64)
+            arr[:self.log_n] = old[:self.log_n]
+            setattr(self, name, arr)
+
+    def compact_log(self) -> None:
+        n = self.log_n
+        if not n:
+            return
+        walkers = [w for ws in self.lrus for w in ws]
+        frontier = min((w.frontier for w in walkers), default=self.clock)
+        lp, ls = self._log_p[:n], self._log_s[:n]
+        keep = (ls > frontier) & (self.stamp[lp] == ls)
+        m = int(keep.sum())
+        if m == n:
+            return
+        self._log_p[:m] = lp[keep]
+        self._log_s[:m] = ls[keep]
+        self.log_n = m
+        for w in walkers:
+            w.pos = int(np.searchsorted(self._log_s[:m], w.frontier, side="right"))
+
+    def new_lru(self, tier: int) -> "TierLRU":
+        w = TierLRU(self, tier)
+        self.lrus[tier].append(w)
+        return w
+
+    # ---- tier moves (scalar) -------------------------------------------
+    def add_copy(self, p: int, t: int) -> None:
+        """Put a copy of ``p`` in tier ``t`` (caller made room)."""
+        was = int(self.res[p])
+        self.res[p] = was | BIT[t]
+        self.used[t] += int(self.size[p])
+        if not p & 1:
+            anc = self.ancestors(p >> 1)
+            self.dcnt[t, anc] += 1
+            if was == 0:
+                self.dany[anc] += 1
+        for w in self.lrus[t]:
+            w.note_enter(p)
+        for li in self.listeners:
+            li.on_enter(t, p)
+
+    def remove_copy(self, p: int, t: int) -> list[tuple[int, int]]:
+        """Remove ``p``'s copy from tier ``t``. Returns the (payload, tier) copies removed,
+        including STATE copies that lose their FA (STATE residency rule)."""
+        removed = [(p, t)]
+        now = int(self.res[p]) & ~BIT[t]
+        self.res[p] = now
+        self.used[t] -= int(self.size[p])
+        for li in self.listeners:
+            li.on_leave(t, p)
+        if not p & 1:
+            c = p >> 1
+            anc = self.ancestors(c)
+            self.dcnt[t, anc] -= 1
+            if now == 0:
+                self.dany[anc] -= 1
+                q = p | 1
+                sr = int(self.res[q])
+                if sr:
+                    for tt in (HBM, DRAM, SSD):
+                        if sr & BIT[tt]:
+                            self.res[q] &= ~BIT[tt]
+                            self.used[tt] -= int(self.size[q])
+                            removed.append((q, tt))
+                            for li in self.listeners:
+                                li.on_leave(tt, q)
+        return removed
+
+    # ---- tier moves (vectorised along one request path) ------------------
+    def add_path_fa(self, t: int, path: np.ndarray, mask: np.ndarray) -> None:
+        """Add tier-``t`` copies of the FA payloads ``path[mask]`` (``path`` is a root-first
+        chunk path; ``mask`` marks chunks not yet in ``t``). Fresh touches must already
+        have been logged, so no walker notification is needed."""
+        if not mask.any():
+            return
+        idx = path[mask]
+        fa = 2 * idx
+        was = self.res[fa]
+        self.res[fa] = was | BIT[t]
+        self.used[t] += self.fa_bytes * len(idx)
+        below = _strict_suffix_count(mask)
+        self.dcnt[t, path] += below
+        new_any = mask.copy()
+        new_any[mask] = was == 0
+        if new_any.any():
+            self.dany[path] += _strict_suffix_count(new_any)
+        for li in self.listeners:
+            for p in fa.tolist():
+                li.on_enter(t, p)
+
+    def add_state(self, q: int, t: int) -> None:
+        self.res[q] |= BIT[t]
+        self.used[t] += int(self.size[q])
+        for li in self.listeners:
+            li.on_enter(t, q)
+
+    # ---- invariants (tests) --------------------------------------------
+    def check_invariants(self) -> None:
+        """Assert prefix closure, STATE residency, byte accounting and counter consistency."""
+        fa = self.res[0::2]
+        st = self.res[1::2]
+        par = self.parent
+        has_par = par >= 0
+        resident = fa != 0
+        assert np.all(~resident[has_par] | resident[par[has_par]]), "prefix closure violated"
+        assert np.all((st == 0) | resident), "STATE resident without its FA"
+        for t in range(3):
+            used = int(self.size[(self.res & BIT[t]) != 0].sum())
+            assert used == self.used[t], f"tier {TIER_NAMES[t]} bytes {self.used[t]} != recount {used}"
+            assert used <= self.cap[t] or self.cap[t] == 0 and used == 0, \
+                f"tier {TIER_NAMES[t]} over capacity: {used} > {self.cap[t]}"
+        # descendant counters
+        U = self.n_chunks
+        for t in range(3):
+            inb = (fa & BIT[t]) != 0
+            exp = np.zeros(U, dtype=np.int64)
+            for c in np.flatnonzero(inb):
+                exp[self.ancestors(int(c))] += 1
+            assert np.array_equal(exp, self.dcnt[t]), f"dcnt[{TIER_NAMES[t]}] inconsistent"
+        exp = np.zeros(U, dtype=np.int64)
+        for c in np.flatnonzero(resident):
+            exp[self.ancestors(int(c))] += 1
+        assert np.array_equal(exp, self.dany), "dany inconsistent"
+
+
+def _strict_suffix_count(mask: np.ndarray) -> np.ndarray:
+    """For each position j, the number of True entries at positions > j."""
+    cs = np.cumsum(mask[::-1], dtype=np.int64)[::-1]
+    out = np.empty(len(mask), dtype=np.int64)
+    out[:-1] = cs[1:]
+    out[-1] = 0
+    return out
+
+
+class TierLRU:
+    """Least-recent-first walk over the payloads resident in one tier.
+
+    ``pop()`` returns the least recent valid ``(stamp, payload)`` and forgets it;
+    a caller that does not evict it must ``push_back`` it. Validity (still in the
+    tier, not re-touched) is checked lazily at pop time.
+    """
+
+    BLOCK = 256
+
+    def __init__(self, state: CacheState, tier: int):
+        self.st = state
+        self.tier = tier
+        self.bit = BIT[tier]
+        self.pos = 0                  # next log index to read
+        self.frontier = -1            # largest stamp read from the log
+        self.buf: list[tuple[int, int]] = []   # valid-looking entries read from the log, in order
+        self.bi = 0
+        self.heap: list[tuple[int, int]] = []  # out-of-order entries and pushed-back ones
+
+    def note_enter(self, p: int) -> None:
+        s = int(self.st.stamp[p])
+        if 0 <= s <= self.frontier:
+            heapq.heappush(self.heap, (s, p))
+
+    def push_back(self, entry: tuple[int, int]) -> None:
+        heapq.heappush(self.heap, entry)
+
+    def _valid(self, s: int, p: int) -> bool:
+        st = self.st
+        return st.stamp[p] == s and (st.res[p] & self.bit) != 0
+
+    def _refill(self) -> bool:
+        st = self.st
+        while self.pos < st.log_n:
+            a, b = self.pos, min(self.pos + self.BLOCK, st.log_n)
+            lp = st._log_p[a:b]
+            ls = st._log_s[a:b]
+            ok = (st.stamp[lp] == ls) & ((st.res[lp] & self.bit) != 0)
+            self.pos = b
+            self.frontier = int(ls[-1])
+            if ok.any():
+                self.buf = list(zip(ls[ok].tolist(), lp[ok].tolist()))
+                self.bi = 0
+                return True
+        return False
+
+    def pop(self) -> tuple[int, int] | None:
+        heap = self.heap
+        while True:
+            if self.bi >= len(self.buf):
+                self.buf = []
+                self.bi = 0
+                self._refill()
+            b = self.buf[self.bi] if self.bi < len(self.buf) else None
+            if heap and (b is None or heap[0][0] < b[0]):
+                e = heapq.heappop(heap)
+            elif b is not None:
+                e = b
+                self.bi += 1
+            else:
+                return None
+            if self._valid(*e):
+                return e

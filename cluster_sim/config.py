@@ -1,0 +1,300 @@
+"""Typed, validated configuration. No side effects: nothing here touches disk
+except reading a model's published config fields when the model is given by name.
+
+The Hydra app composes ``conf/`` into a plain mapping and hands it to
+:func:`SimConfig.from_mapping`; notebooks can do the same with
+``cluster_sim.compose([...])``. Every validation error is a
+:class:`~cluster_sim.errors.ConfigError` naming the dotted key.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+from .errors import ConfigError
+from .units import parse_bytes, parse_rate
+
+WORKLOAD_FORMATS = ("synthetic", "mooncake", "claude_code", "azure", "parquet")
+ROUTERS = ("round_robin", "random", "session_affinity", "least_loaded", "kv_aware")
+BACKENDS = ("inprocess", "ray")
+SYNC_MODES = ("none", "kv_events")
+
+
+def _num(m: Mapping, key: str, prefix: str, default=None, *, lo=None, hi=None, integer=False, allow_none=False,
+         lo_open=False):
+    v = m.get(key, default)
+    full = f"{prefix}.{key}" if prefix else key
+    if v is None:
+        if allow_none:
+            return None
+        raise ConfigError(full, "is required")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, str):
+            try:
+                v = float(v) if not integer else int(v)
+            except ValueError:
+                raise ConfigError(full, f"expected a number, got {v!r}") from None
+        else:
+            raise ConfigError(full, f"expected a number, got {v!r}")
+    if integer:
+        if isinstance(v, float):
+            if not v.is_integer():
+                raise ConfigError(full, f"expected a whole number, got {v!r}")
+            v = int(v)
+    else:
+        v = float(v)
+        if not math.isfinite(v):
+            raise ConfigError(full, f"must be finite, got {v!r}")
+    if lo is not None and (v < lo or (lo_open and v == lo)):
+        raise ConfigError(full, f"must be {'>' if lo_open else '>='} {lo}, got {v!r}")
+    if hi is not None and v > hi:
+        raise ConfigError(full, f"must be <= {hi}, got {v!r}")
+    return v
+
+
+def _choice(m: Mapping, key: str, prefix: str, choices, default=None):
+    v = m.get(key, default)
+    if v not in choices:
+        raise ConfigError(f"{prefix}.{key}", f"must be one of {', '.join(map(str, choices))}; got {v!r}")
+    return v
+
+
+def _check_keys(m: Mapping, allowed, prefix: str):
+    for k in m:
+        if k not in allowed:
+            raise ConfigError(f"{prefix}.{k}" if prefix else str(k),
+                              f"unknown key; known keys here: {', '.join(sorted(allowed))}")
+
+
+@dataclass(frozen=True)
+class SSDConfig:
+    dwpd: float = 1.0
+    warranty_years: float = 5.0
+    waf: float = 1.0
+    usd_per_tb: float = 330.0
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    """One serving node. Bytes and bytes/s, node aggregates."""
+    name: str = "custom"
+    hbm_cache_bytes: int = 0
+    dram_bytes: int = 0
+    ssd_bytes: int = 0
+    gpus_per_node: int = 8
+    gpu_flops: float = 989e12
+    mfu: float = 0.4
+    gpu_usd_per_hour: float = 3.0
+    host_link_bytes_per_s: float = 400e9
+    ssd_read_bytes_per_s: float = 50e9
+    ssd_read_latency_s: float = 100e-6
+    ssd_write_bytes_per_s: float = 25e9
+    ssd: SSDConfig = field(default_factory=SSDConfig)
+
+    @property
+    def tbw_bytes(self) -> float:
+        return self.ssd.dwpd * self.ssd_bytes * 365.0 * self.ssd.warranty_years
+
+    @property
+    def ssd_price_usd(self) -> float:
+        return self.ssd.usd_per_tb * self.ssd_bytes / 1e12
+
+    @classmethod
+    def from_mapping(cls, m: Mapping, prefix: str = "hardware") -> "HardwareConfig":
+        allowed = {f.name for f in fields(cls)}
+        _check_keys(m, allowed, prefix)
+        ssd = m.get("ssd") or {}
+        _check_keys(ssd, {f.name for f in fields(SSDConfig)}, prefix + ".ssd")
+        p = prefix
+        return cls(
+            name=str(m.get("name", "custom")),
+            hbm_cache_bytes=parse_bytes(m.get("hbm_cache_bytes", 0), f"{p}.hbm_cache_bytes"),
+            dram_bytes=parse_bytes(m.get("dram_bytes", 0), f"{p}.dram_bytes"),
+            ssd_bytes=parse_bytes(m.get("ssd_bytes", 0), f"{p}.ssd_bytes"),
+            gpus_per_node=_num(m, "gpus_per_node", p, 8, lo=1, integer=True),
+            gpu_flops=_num(m, "gpu_flops", p, 989e12, lo=0, lo_open=True),
+            mfu=_num(m, "mfu", p, 0.4, lo=0, hi=1, lo_open=True),
+            gpu_usd_per_hour=_num(m, "gpu_usd_per_hour", p, 3.0, lo=0),
+            host_link_bytes_per_s=parse_rate(m.get("host_link_bytes_per_s", 400e9), f"{p}.host_link_bytes_per_s"),
+            ssd_read_bytes_per_s=parse_rate(m.get("ssd_read_bytes_per_s", 50e9), f"{p}.ssd_read_bytes_per_s"),
+            ssd_read_latency_s=_num(m, "ssd_read_latency_s", p, 100e-6, lo=0),
+            ssd_write_bytes_per_s=parse_rate(m.get("ssd_write_bytes_per_s", 25e9), f"{p}.ssd_write_bytes_per_s"),
+            ssd=SSDConfig(
+                dwpd=_num(ssd, "dwpd", p + ".ssd", 1.0, lo=0, lo_open=True),
+                warranty_years=_num(ssd, "warranty_years", p + ".ssd", 5.0, lo=0, lo_open=True),
+                waf=_num(ssd, "waf", p + ".ssd", 1.0, lo=1.0),
+                usd_per_tb=_num(ssd, "usd_per_tb", p + ".ssd", 330.0, lo=0),
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    format: str = "parquet"
+    path: str | None = None
+    limit_requests: int | None = None
+    until_s: float | None = None
+    warmup_s: float = 0.0
+    time_scale: float = 1.0
+    replays_per_day_scale: float = 1.0
+    options: dict = field(default_factory=dict)   # reader / generator specific keys
+
+    _CORE = ("format", "path", "limit_requests", "until_s", "warmup_s", "time_scale", "replays_per_day_scale")
+
+    @classmethod
+    def from_mapping(cls, m: Mapping, prefix: str = "workload") -> "WorkloadConfig":
+        fmt = _choice(m, "format", prefix, WORKLOAD_FORMATS, "parquet")
+        path = m.get("path")
+        if fmt != "synthetic" and not path:
+            raise ConfigError(f"{prefix}.path", f"workload.format={fmt} needs a trace file path")
+        lim = _num(m, "limit_requests", prefix, None, lo=1, integer=True, allow_none=True)
+        until = _num(m, "until_s", prefix, None, lo=0, allow_none=True)
+        return cls(
+            format=fmt, path=None if path is None else str(path), limit_requests=lim, until_s=until,
+            warmup_s=_num(m, "warmup_s", prefix, 0.0, lo=0),
+            time_scale=_num(m, "time_scale", prefix, 1.0, lo=0, lo_open=True),
+            replays_per_day_scale=_num(m, "replays_per_day_scale", prefix, 1.0, lo=0, lo_open=True),
+            options={k: v for k, v in m.items() if k not in cls._CORE},
+        )
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    name: str = "lru"
+    params: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, m: Mapping | str, prefix: str = "policy") -> "PolicyConfig":
+        if isinstance(m, str):
+            return cls(name=m)
+        name = m.get("name")
+        if not name:
+            raise ConfigError(f"{prefix}.name", "is required")
+        return cls(name=str(name), params={k: v for k, v in m.items() if k != "name"})
+
+    def label(self) -> str:
+        """A short run label carrying the key parameters, e.g. ``lru_k(k=2)``."""
+        if not self.params:
+            return self.name
+        inner = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()) if not isinstance(v, (dict, list)))
+        return f"{self.name}({inner})" if inner else self.name
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    nodes: int = 1
+    router: str = "round_robin"
+    backend: str = "inprocess"
+    ray_workers: int | None = None
+    ray_address: str | None = None
+    sync: str = "none"
+    epoch_s: float = 60.0
+    affinity_chunks: int = 2
+    node_overrides: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, m: Mapping, prefix: str = "fleet") -> "FleetConfig":
+        _check_keys(m, {f.name for f in fields(cls)}, prefix)
+        nodes = _num(m, "nodes", prefix, 1, lo=1, integer=True)
+        over = dict(m.get("node_overrides") or {})
+        clean = {}
+        for k, v in over.items():
+            try:
+                i = int(k)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{prefix}.node_overrides", f"keys must be node indices, got {k!r}") from None
+            if not 0 <= i < nodes:
+                raise ConfigError(f"{prefix}.node_overrides.{k}", f"node index out of range 0..{nodes - 1}")
+            clean[i] = dict(v or {})
+        return cls(
+            nodes=nodes,
+            router=_choice(m, "router", prefix, ROUTERS, "round_robin"),
+            backend=_choice(m, "backend", prefix, BACKENDS, "inprocess"),
+            ray_workers=_num(m, "ray_workers", prefix, None, lo=1, integer=True, allow_none=True),
+            ray_address=m.get("ray_address"),
+            sync=_choice(m, "sync", prefix, SYNC_MODES, "none"),
+            epoch_s=_num(m, "epoch_s", prefix, 60.0, lo=0, lo_open=True),
+            affinity_chunks=_num(m, "affinity_chunks", prefix, 2, lo=1, integer=True),
+            node_overrides=clean,
+        )
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    model: Any                     # cluster_sim.model.ModelSpec
+    hardware: HardwareConfig
+    workload: WorkloadConfig
+    policy: PolicyConfig
+    fleet: FleetConfig
+    chunk_tokens: int | str = "auto"
+    seed: int = 0
+    summary_path: str | None = None
+    output_dir: str | None = None
+    tracking: dict = field(default_factory=dict)
+    lifetime_cap_years: float = 1000.0
+    raw: dict = field(default_factory=dict)   # the resolved mapping, logged as-is
+
+    @classmethod
+    def from_mapping(cls, m: Mapping) -> "SimConfig":
+        from .model import load_model, model_from_config
+
+        m = dict(m)
+        model_m = m.get("model")
+        if model_m is None:
+            raise ConfigError("model", "is required (e.g. model=qwen3_next_80b_a3b)")
+        if isinstance(model_m, str):
+            model = load_model(model_m)
+        else:
+            model = model_from_config(model_m)
+        hardware = HardwareConfig.from_mapping(m.get("hardware") or {})
+        cache = m.get("cache") or {}
+        ct = cache.get("chunk_tokens", "auto")
+        if ct != "auto":
+            ct = _num(cache, "chunk_tokens", "cache", lo=1, integer=True)
+        out = m.get("output") or {}
+        metrics = m.get("metrics") or {}
+        return cls(
+            model=model,
+            hardware=hardware,
+            workload=WorkloadConfig.from_mapping(m.get("workload") or {}),
+            policy=PolicyConfig.from_mapping(m.get("policy") or "lru"),
+            fleet=FleetConfig.from_mapping(m.get("fleet") or {}),
+            chunk_tokens=ct,
+            seed=_num(m, "seed", "", 0, lo=0, integer=True),
+            summary_path=out.get("summary_path"),
+            output_dir=out.get("dir"),
+            tracking=dict(m.get("tracking") or {}),
+            lifetime_cap_years=_num(metrics, "lifetime_cap_years", "metrics", 1000.0, lo=0, lo_open=True),
+            raw=_plain(m),
+        )
+
+    def hardware_for_node(self, i: int) -> HardwareConfig:
+        over = self.fleet.node_overrides.get(i)
+        if not over:
+            return self.hardware
+        base = asdict(self.hardware)
+        ssd = dict(base.pop("ssd"))
+        ssd.update(over.get("ssd") or {})
+        base.update({k: v for k, v in over.items() if k != "ssd"})
+        base["ssd"] = ssd
+        return HardwareConfig.from_mapping(base, prefix=f"fleet.node_overrides.{i}")
+
+
+def resolve_chunk_tokens(chunk_tokens, block_tokens: int) -> int:
+    """``auto`` = the smallest multiple of block_tokens that is >= 256 (simulation-model §2)."""
+    if chunk_tokens == "auto":
+        return block_tokens * max(1, -(-256 // block_tokens))
+    ct = int(chunk_tokens)
+    if ct % block_tokens != 0:
+        raise ConfigError("cache.chunk_tokens",
+                          f"{ct} is not a whole multiple of the trace's block size ({block_tokens} tokens)")
+    return ct
+
+
+def _plain(x):
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x

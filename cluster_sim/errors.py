@@ -1,0 +1,38 @@
+"""User-facing errors.
+
+Every error a user can cause with a typo or a bad file is one of these. The
+command line turns them into one clear line on stderr and exit status 2;
+anything else is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """An error caused by user input (config or data), reported as one line."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    """A configuration key has a bad value. ``key`` is the dotted Hydra key."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}")
+
+
+class TraceError(UserError):
+    """A trace file is malformed. Names the file, the 1-based line (or row) and the field."""
+
+    def __init__(self, path: str, message: str, line: int | None = None, field: str | None = None):
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.message = message
+        where = self.path
+        if line is not None:
+            where += f":{line}"
+        if field is not None:
+            where += f": field '{field}'"
+        super().__init__(f"{where}: {message}")

@@ -1,0 +1,158 @@
+"""Per-node statistics that merge exactly, and the derived metrics of
+simulation-model §6 (names are part of the contract).
+
+Counters are plain ints/floats; latency samples are kept exactly (float64
+arrays) so fleet quantiles are computed over the concatenated samples and never
+averaged. Derived figures (lifetime, cost) are computed once, from merged
+counters, by :func:`derive`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TIERS = ("hbm", "dram", "ssd")
+KINDS = ("fa", "state")
+
+
+@dataclass
+class NodeStats:
+    requests: int = 0
+    chunks_requested: int = 0
+    chunk_misses: int = 0
+    prompt_tokens: int = 0
+    recomputed_tokens: int = 0
+    recompute_gpu_seconds: float = 0.0
+    ssd_bytes_written_fa: int = 0
+    ssd_bytes_written_state: int = 0
+    ssd_admissions_fa: int = 0
+    ssd_admissions_state: int = 0
+    ssd_admissions_hit_fa: int = 0
+    ssd_admissions_hit_state: int = 0
+    insert_skipped_bytes: int = 0
+    hits: dict = field(default_factory=lambda: {f"hits_{t}_{k}": 0 for t in TIERS for k in KINDS})
+    first_arrival_s: float = math.inf
+    last_arrival_s: float = -math.inf
+    load_latency: list = field(default_factory=list)   # per counted request, seconds
+    ttft: list = field(default_factory=list)
+    policy: dict = field(default_factory=dict)         # policy.<name>.<key> counters
+    # per-request series for per-epoch tables: arrival, chunks, misses, ssd bytes written
+    series: list = field(default_factory=list)
+
+    def to_arrays(self) -> dict:
+        return {"load_latency": np.asarray(self.load_latency, dtype=np.float64),
+                "ttft": np.asarray(self.ttft, dtype=np.float64)}
+
+
+def merge(stats: list["NodeStats"]) -> "NodeStats":
+    """Exact merge in node-index order."""
+    out = NodeStats()
+    for s in stats:
+        for name in ("requests", "chunks_requested", "chunk_misses", "prompt_tokens", "recomputed_tokens",
+                     "recompute_gpu_seconds", "ssd_bytes_written_fa", "ssd_bytes_written_state",
+                     "ssd_admissions_fa", "ssd_admissions_state", "ssd_admissions_hit_fa",
+                     "ssd_admissions_hit_state", "insert_skipped_bytes"):
+            setattr(out, name, getattr(out, name) + getattr(s, name))
+        for k, v in s.hits.items():
+            out.hits[k] += v
+        out.first_arrival_s = min(out.first_arrival_s, s.first_arrival_s)
+        out.last_arrival_s = max(out.last_arrival_s, s.last_arrival_s)
+        out.load_latency.extend(s.load_latency)
+        out.ttft.extend(s.ttft)
+        for k, v in s.policy.items():
+            out.policy[k] = out.policy.get(k, 0) + v
+    return out
+
+
+def _ratio(a: float, b: float) -> float:
+    return float(a) / float(b) if b else 0.0
+
+
+def _q(samples, q: float) -> float:
+    if len(samples) == 0:
+        return 0.0
+    return float(np.quantile(np.asarray(samples, dtype=np.float64), q))
+
+
+def lifetime_years(hw, written_per_day: float, cap_years: float) -> float:
+    """``tbw / (waf * bytes_per_day) / 365``, capped at ``cap_years`` (also when nothing is written)."""
+    if written_per_day <= 0 or hw.ssd_bytes <= 0:
+        return float(cap_years)
+    life = hw.tbw_bytes / (hw.ssd.waf * written_per_day) / 365.0
+    return float(min(life, cap_years))
+
+
+def derive(s: NodeStats, hw, *, span_s: float, replays_per_day_scale: float, cap_years: float,
+           floor_ratio: float | None = None, floor_gpu_s: float | None = None) -> dict:
+    """The §6 metrics of one node (``hw`` its hardware) or of a fleet's merged stats
+    (``hw`` then only used for per-node wear figures; fleet-wide wear is done in
+    :func:`fleet_metrics`)."""
+    written = s.ssd_bytes_written_fa + s.ssd_bytes_written_state
+    per_day = _ratio(written * 86400.0, span_s) * replays_per_day_scale
+    life = lifetime_years(hw, per_day, cap_years)
+    tbw = hw.tbw_bytes
+    ssd_price = hw.ssd_price_usd
+    rec_usd = s.recompute_gpu_seconds * hw.gpu_usd_per_hour / 3600.0 * _ratio(1000.0, s.requests)
+    wear_usd = _ratio(written * hw.ssd.waf * ssd_price, tbw) * _ratio(1000.0, s.requests)
+    adm = s.ssd_admissions_fa + s.ssd_admissions_state
+    out = {
+        "requests": s.requests,
+        "trace_span_s": float(span_s),
+        "chunk_miss_ratio": _ratio(s.chunk_misses, s.chunks_requested),
+        "token_miss_ratio": _ratio(s.recomputed_tokens, s.prompt_tokens),
+        "miss_ratio_floor": float(floor_ratio) if floor_ratio is not None else 0.0,
+        "ssd_bytes_written": int(written),
+        "ssd_bytes_written_fa": int(s.ssd_bytes_written_fa),
+        "ssd_bytes_written_state": int(s.ssd_bytes_written_state),
+        "ssd_bytes_written_per_day": float(per_day),
+        "ssd_write_hit_fraction": _ratio(s.ssd_admissions_hit_fa + s.ssd_admissions_hit_state, adm),
+        "ssd_write_hit_fraction_fa": _ratio(s.ssd_admissions_hit_fa, s.ssd_admissions_fa),
+        "ssd_write_hit_fraction_state": _ratio(s.ssd_admissions_hit_state, s.ssd_admissions_state),
+        "ssd_lifetime_years": life,
+        "ssd_lifetime_years_mean": life,
+        **{k: int(v) for k, v in s.hits.items()},
+        "load_latency_mean_s": float(np.mean(s.load_latency)) if len(s.load_latency) else 0.0,
+        "load_latency_p50_s": _q(s.load_latency, 0.5),
+        "load_latency_p99_s": _q(s.load_latency, 0.99),
+        "ttft_mean_s": float(np.mean(s.ttft)) if len(s.ttft) else 0.0,
+        "ttft_p99_s": _q(s.ttft, 0.99),
+        "recompute_gpu_seconds": float(s.recompute_gpu_seconds),
+        "recompute_gpu_seconds_floor": float(floor_gpu_s) if floor_gpu_s is not None else 0.0,
+        "cost_per_1k_requests_usd": float(rec_usd + wear_usd),
+        "cost_per_1k_requests_recompute_usd": float(rec_usd),
+        "cost_per_1k_requests_wear_usd": float(wear_usd),
+        "fleet_ssd_replacement_usd_per_year": _ratio(ssd_price, life) if hw.ssd_bytes > 0 else 0.0,
+        "wear_imbalance": 1.0 if written > 0 else 0.0,
+        "insert_skipped_bytes": int(s.insert_skipped_bytes),
+    }
+    for k, v in sorted(s.policy.items()):
+        out[k] = v
+    return out
+
+
+def fleet_metrics(per_node: list[dict], node_stats: list[NodeStats], node_hw: list, *, span_s: float,
+                  replays_per_day_scale: float, cap_years: float, floor_ratio: float,
+                  floor_gpu_s: float) -> dict:
+    """Fleet section: counters summed, quantiles over all samples, wear per §6."""
+    merged = merge(node_stats)
+    base_hw = node_hw[0]
+    out = derive(merged, base_hw, span_s=span_s, replays_per_day_scale=replays_per_day_scale,
+                 cap_years=cap_years, floor_ratio=floor_ratio, floor_gpu_s=floor_gpu_s)
+    # costs: recompute and wear priced per node (nodes may differ), summed, per 1k fleet requests
+    rec = sum(n["cost_per_1k_requests_recompute_usd"] * n["requests"] for n in per_node) / 1000.0
+    wear = sum(n["cost_per_1k_requests_wear_usd"] * n["requests"] for n in per_node) / 1000.0
+    out["cost_per_1k_requests_recompute_usd"] = _ratio(rec * 1000.0, merged.requests)
+    out["cost_per_1k_requests_wear_usd"] = _ratio(wear * 1000.0, merged.requests)
+    out["cost_per_1k_requests_usd"] = out["cost_per_1k_requests_recompute_usd"] + out["cost_per_1k_requests_wear_usd"]
+    out["ssd_bytes_written_per_day"] = float(sum(n["ssd_bytes_written_per_day"] for n in per_node))
+    lifes = [n["ssd_lifetime_years"] for n in per_node]
+    out["ssd_lifetime_years"] = float(min(lifes)) if lifes else float(cap_years)
+    written = [n["ssd_bytes_written"] for n in per_node]
+    mean_w = float(np.mean(written)) if written else 0.0
+    mean_per_day = _ratio(mean_w * 86400.0, span_s) * replays_per_day_scale
+    out["ssd_lifetime_years_mean"] = lifetime_years(base_hw, mean_per_day, cap_years)
+    out["fleet_ssd_replacement_usd_per_year"] = float(sum(n["fleet_ssd_replacement_usd_per_year"] for n in per_node))
+    out["wear_imbalance"] = _ratio(max(written), mean_w) if written else 0.0
+    return out

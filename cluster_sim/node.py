@@ -1,0 +1,434 @@
+"""One serving node: match -> load / recompute -> insert -> overflow -> stats.
+
+This is the request step of simulation-model §5. The node owns the tiers and
+moves bytes; the policy (``cluster_sim.policies``) only ranks and decides.
+HBM is LRU leaf-first for every policy; DRAM and SSD victims come from the
+policy. Each request is processed atomically at its arrival time.
+
+Data movement (§4), in the order the node applies it:
+
+1. match: ``r`` = leading chunks with resident FA (prefix closure makes the
+   rest non-resident), ``h`` = deepest of them with a resident STATE (hybrid)
+   or ``r`` (pure attention);
+2. serve: each reused payload from the fastest tier holding it; latency;
+3. pin the reused payloads; touch ``c_m .. c_1`` (deepest first) then the hit STATE;
+4. load: copies of reused payloads go to the entry tier (HBM, or DRAM when
+   HBM is 0; a DRAM hit with HBM 0 changes nothing); overflow is resolved
+   after the copies are placed, dropping the deepest copies that cannot fit;
+5. insert: new FA chunks ``c_{r+1} .. c_m`` and the STATE checkpoints of
+   ``model.state_checkpoints`` enter the entry tier, pinned; overflow cascades
+   HBM -> DRAM (policy) -> SSD (policy); what cannot fit because everything
+   else is pinned is not cached, deepest first (``insert_skipped_bytes``);
+6. write-through admission (``policy.admit_on_insert``), then stats.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .cache.state import BIT, DEMOTE, DRAM, DROP, HBM, NO_TIER, SSD, CacheState
+from .metrics import NodeStats
+from .policies.base import NodeContext, Policy, RequestMeta, lru_select
+
+_TIER_KEYS = ("hbm", "dram", "ssd")
+
+
+def checkpoint_positions(mode: str, h: int, r: int, m: int) -> list[int]:
+    """1-based chunk positions where a request saves STATE (simulation-model §2)."""
+    if m == 0:
+        return []
+    if mode == "last":
+        return [m] if h < m else []
+    if mode == "last_and_branch":
+        out = []
+        if r > h and r < m:
+            out.append(r)          # branch point: deepest resident FA without STATE
+        if h < m:
+            out.append(m)
+        return out
+    if mode == "every_chunk":
+        return list(range(h + 1, m + 1))
+    raise ValueError(f"unknown state_checkpoints mode {mode!r}")
+
+
+class NodeSim:
+    """The cache of one serving node over a shared chunk id space."""
+
+    def __init__(self, chunk_parent: np.ndarray, chunk_depth: np.ndarray, chunk_anchor: np.ndarray,
+                 flat: np.ndarray, chunk_tokens: int, model, hardware, policy: Policy, *,
+                 node_index: int = 0, rng: np.random.Generator | None = None, future=None):
+        self.model = model
+        self.hw = hardware
+        self.ct = int(chunk_tokens)
+        self.has_state = bool(model.has_state)
+        self.mode = model.state_checkpoints
+        fa_bytes = model.fa_bytes(self.ct)
+        if self.has_state:
+            state_bytes = model.state_bytes_array(np.asarray(chunk_depth, dtype=np.int64) * self.ct)
+        else:
+            state_bytes = np.zeros(len(chunk_parent), dtype=np.int64)
+        caps = (hardware.hbm_cache_bytes, hardware.dram_bytes, hardware.ssd_bytes)
+        self.st = CacheState(chunk_parent, chunk_depth, chunk_anchor, flat, fa_bytes, state_bytes, caps)
+        self.entry = next((t for t in (HBM, DRAM, SSD) if caps[t] > 0), NO_TIER)
+        self.hbm_lru = self.st.new_lru(HBM)
+        self.policy = policy
+        self.node_index = node_index
+        policy.bind(NodeContext(state=self.st, model=model, hardware=hardware, chunk_tokens=self.ct,
+                                rng=rng if rng is not None else np.random.default_rng(0),
+                                node_index=node_index, future=future))
+        if policy.wants_residency_events:
+            self.st.listeners.append(policy)
+        self.stats = NodeStats()
+        self.seq = 0
+        self.busy_until = 0.0
+        self.counting = True
+        self.now = 0.0
+        n2 = 2 * len(chunk_parent)
+        self.ssd_adm_counted = np.zeros(n2, dtype=bool)   # this SSD copy's admission is counted
+        self.ssd_hit = np.zeros(n2, dtype=bool)           # this SSD copy has served a reuse
+        self.compute_rate = hardware.gpus_per_node * hardware.gpu_flops * hardware.mfu
+
+    # ------------------------------------------------------------------
+    def process(self, path: np.ndarray, input_tokens: int, now: float, *, counted: bool = True,
+                session_id: int = -1, category: str | None = None, turn: int = 0,
+                output_tokens: int = 0) -> dict:
+        """Process one request; returns its per-request record."""
+        st = self.st
+        self.seq += 1
+        st.cur = self.seq
+        self.now = now
+        self.counting = counted
+        self.policy.tick(now)
+        m = len(path)
+        fa = 2 * path
+        if m:
+            res_fa = st.res[fa]
+            nz = res_fa != 0
+            r = m if nz.all() else int(np.argmin(nz))
+            if self.has_state and r:
+                w = np.flatnonzero(st.res[fa[:r] + 1])
+                h = int(w[-1]) + 1 if len(w) else 0
+            else:
+                h = r
+        else:
+            res_fa = st.res[fa]
+            r = h = 0
+        q = int(fa[h - 1] + 1) if (self.has_state and h) else -1
+
+        # ---- serve: bytes by the fastest tier holding each reused payload
+        hr = res_fa[:h]
+        in_hbm = (hr & 1) != 0
+        in_dram = ~in_hbm & ((hr & 2) != 0)
+        in_ssd = ~in_hbm & ~in_dram
+        n_hbm, n_dram = int(in_hbm.sum()), int(in_dram.sum())
+        n_ssd = h - n_hbm - n_dram
+        fab = st.fa_bytes
+        dram_b = n_dram * fab
+        ssd_b = n_ssd * fab
+        q_tier = st.fastest_tier(q) if q >= 0 else NO_TIER
+        if q_tier == DRAM:
+            dram_b += int(st.size[q])
+        elif q_tier == SSD:
+            ssd_b += int(st.size[q])
+        hw = self.hw
+        start_tok = h * self.ct
+        if start_tok < input_tokens:
+            rec_flops = self.model.prefill_flops(start_tok, input_tokens)
+            rec_tokens = input_tokens - start_tok
+        else:
+            rec_flops = self.model.prefill_flops(input_tokens - 1, input_tokens) if input_tokens > 0 else 0.0
+            rec_tokens = 0
+        rec_time = rec_flops / self.compute_rate
+        latency = dram_b / hw.host_link_bytes_per_s + rec_time
+        if ssd_b:
+            latency += ssd_b / hw.ssd_read_bytes_per_s + ssd_b / hw.host_link_bytes_per_s + hw.ssd_read_latency_s
+            served = fa[:h][in_ssd]
+            self.ssd_hit[served] = True
+            if q_tier == SSD:
+                self.ssd_hit[q] = True
+        # FCFS prefill queue: the node is busy for the load latency of each request
+        start = max(now, self.busy_until)
+        self.busy_until = start + latency
+        ttft = (start - now) + latency
+
+        # ---- pins and recency
+        if h:
+            st.pin[fa[:h]] = self.seq
+        if q >= 0:
+            st.pin[q] = self.seq
+        self._pins = [fa[:h], fa[r:], np.asarray([q] if q >= 0 else [], dtype=np.int64)]
+        st.touch(fa[::-1])
+        if q >= 0:
+            st.touch_one(q)
+        meta = RequestMeta(seq=self.seq, arrival_s=now, session_id=session_id, category=category, turn=turn,
+                           input_tokens=input_tokens, output_tokens=output_tokens, path=path,
+                           hit_chunks=h, resident_chunks=r)
+        self.policy.on_access(fa if q < 0 else np.append(fa, q), now, meta)
+
+        # ---- load reused payloads into the entry tier
+        if h and self.entry in (HBM, DRAM):
+            self._load(path, h, hr, q)
+
+        # ---- insert new FA and STATE checkpoints
+        skipped = 0
+        created: list[int] = []
+        if self.entry != NO_TIER and m:
+            skipped, created = self._insert(path, fa, h, r, m)
+        elif m:
+            skipped = (m - r) * fab
+            if self.has_state:
+                skipped += sum(int(st.size[fa[k - 1] + 1]) for k in checkpoint_positions(self.mode, h, r, m))
+        if created:
+            self.policy.on_insert(np.asarray(created, dtype=np.int64), now)
+        if created and self.policy.uses_admit_on_insert and st.cap[SSD] > 0:
+            for p in created:
+                if st.res[p] and not st.res[p] & 4 and st.cap[SSD] > 0 and self.policy.admit_on_insert(p, now):
+                    self._write_ssd(p)
+
+        # ---- stats
+        s = self.stats
+        if counted:
+            s.requests += 1
+            s.chunks_requested += m
+            s.chunk_misses += m - h
+            s.prompt_tokens += input_tokens
+            s.recomputed_tokens += rec_tokens
+            if rec_tokens:
+                s.recompute_gpu_seconds += rec_flops / self.compute_rate * hw.gpus_per_node
+            hits = s.hits
+            hits["hits_hbm_fa"] += n_hbm
+            hits["hits_dram_fa"] += n_dram
+            hits["hits_ssd_fa"] += n_ssd
+            if q_tier != NO_TIER:
+                hits[f"hits_{_TIER_KEYS[q_tier]}_state"] += 1
+            s.insert_skipped_bytes += skipped
+            s.first_arrival_s = min(s.first_arrival_s, now)
+            s.last_arrival_s = max(s.last_arrival_s, now)
+            s.load_latency.append(latency)
+            s.ttft.append(ttft)
+        return {"h": h, "r": r, "m": m, "latency": latency, "ttft": ttft}
+
+    # ------------------------------------------------------------------
+    def _load(self, path, h, hr, q):
+        """Copy reused payloads into the entry tier; drop the deepest copies that cannot fit."""
+        st = self.st
+        t = self.entry
+        if t == HBM:
+            mask = (hr & 1) == 0
+        else:   # HBM absent: a DRAM hit changes nothing; an SSD hit is copied into DRAM
+            mask = (hr & 2) == 0
+        load_q = q >= 0 and not (st.res[q] & BIT[t])
+        if not mask.any() and not load_q:
+            return
+        full = np.zeros(len(path), dtype=bool)
+        full[:h] = mask
+        st.add_path_fa(t, path, full)
+        if load_q:
+            st.add_state(q, t)
+        if st.used[t] > st.cap[t]:
+            order = [int(2 * c) for c in path[:h][mask]]
+            if load_q:
+                order.append(q)
+            self._resolve_or_trim(t, order, count_skipped=False)
+
+    def _insert(self, path, fa, h, r, m):
+        st = self.st
+        t = self.entry
+        new = np.zeros(m, dtype=bool)
+        new[r:] = True
+        if r < m:
+            st.pin[fa[r:]] = self.seq
+            st.add_path_fa(t, path, new)
+        created = fa[r:].tolist()
+        states = []
+        if self.has_state:
+            for k in checkpoint_positions(self.mode, h, r, m):
+                qq = int(fa[k - 1] + 1)
+                if not st.res[qq]:
+                    states.append((k, qq))
+        if states:
+            self._pins.append(np.asarray([qq for _, qq in states], dtype=np.int64))
+        for k, qq in states:
+            st.pin[qq] = self.seq
+            st.touch_one(qq)
+            st.add_state(qq, t)
+        skipped = 0
+        if st.used[t] > st.cap[t]:
+            # deepest first: order by position, FA before STATE at the same position
+            order = sorted([(r + 1 + i, 0, p) for i, p in enumerate(created)] + [(k, 1, qq) for k, qq in states])
+            skipped = self._resolve_or_trim(t, [p for _, _, p in order], count_skipped=True)
+        created.extend(qq for _, qq in states)
+        return skipped, [p for p in created if st.res[p]]
+
+    def _resolve_or_trim(self, t: int, order: list[int], count_skipped: bool) -> int:
+        """Resolve overflow of tier ``t``; if impossible, remove copies from the end of
+        ``order`` (deepest first) until it fits. Returns the bytes not cached."""
+        st = self.st
+        skipped = 0
+        order = list(order)
+        bounded = False
+        while st.used[t] > st.cap[t]:
+            if self._make_room(t, st.used[t] - st.cap[t]):
+                break
+            if not order:
+                raise AssertionError("tier over capacity with nothing left to trim")
+            if not bounded:
+                # cheap bound first: the request's pinned bytes in this tier can never be freed
+                bounded = True
+                pinned = self._request_pinned_bytes(t)
+                while order and pinned > st.cap[t]:
+                    p = order.pop()
+                    if st.res[p] & BIT[t]:
+                        d = self._trim(p, t)
+                        pinned -= d
+                        skipped += d
+                continue
+            p = order.pop()
+            if st.res[p] & BIT[t]:
+                skipped += self._trim(p, t)
+        return skipped if count_skipped else 0
+
+    def _request_pinned_bytes(self, t: int) -> int:
+        st = self.st
+        bit = BIT[t]
+        pins = self._pins
+        total = 0
+        for arr in pins:
+            if len(arr):
+                sel = arr[(st.res[arr] & bit) != 0]
+                total += int(st.size[sel].sum())
+        return total
+
+    def _state_bytes_in(self, p: int, t: int) -> int:
+        q = p | 1
+        return int(self.st.size[q]) if (p & 1) == 0 and self.st.res[q] & BIT[t] else 0
+
+    def _trim(self, p: int, t: int) -> int:
+        """Remove a just-placed copy that cannot fit; returns the bytes dropped."""
+        removed = self.st.remove_copy(p, t)
+        return sum(int(self.st.size[x]) for x, tt in removed if tt == t)
+
+    def _make_room(self, t: int, need: int) -> bool:
+        """Free at least ``need`` bytes in tier ``t`` by evicting victims. False if impossible."""
+        st = self.st
+        for _ in range(64):
+            if need <= 0:
+                return True
+            if t == HBM:
+                dest = DRAM if st.cap[DRAM] > 0 else (SSD if st.cap[SSD] > 0 else NO_TIER)
+                victims = lru_select(st, self.hbm_lru, HBM, need, DEMOTE if dest != NO_TIER else DROP)
+            else:
+                victims = self.policy.select_victims(t, need, self.now)
+            if not victims:
+                return False
+            before = st.used[t]
+            for p, action in victims:
+                if st.res[p] & BIT[t]:
+                    if not self._evict(p, t, action):
+                        return False
+            need -= before - st.used[t]
+        return need <= 0
+
+    def _evict(self, p: int, t: int, action: int) -> bool:
+        """Move ``p``'s copy out of tier ``t``: demote to the next tier below, or drop."""
+        st = self.st
+        if action == DEMOTE and t != SSD:
+            dest = next((d for d in range(t + 1, 3) if st.cap[d] > 0), NO_TIER)
+            if dest != NO_TIER and not (st.res[p] & BIT[dest]):
+                # the payload enters the tier below, then that tier resolves its overflow
+                # (its policy may pick this very payload)
+                if dest == SSD:
+                    self._count_ssd_write(p)
+                st.add_copy(p, dest)
+                if st.used[dest] > st.cap[dest]:
+                    if not self._make_room(dest, st.used[dest] - st.cap[dest]):
+                        if st.res[p] & BIT[dest]:
+                            self._remove(p, dest)
+                        return False
+        self._remove(p, t)
+        return True
+
+    def _remove(self, p: int, t: int) -> None:
+        for x, tt in self.st.remove_copy(p, t):
+            if tt == SSD:
+                self._close_ssd_copy(x)
+
+    def _write_ssd(self, p: int) -> None:
+        """Write-through admission of a resident payload (room is made first)."""
+        st = self.st
+        need = st.used[SSD] + int(st.size[p]) - st.cap[SSD]
+        if need > 0 and not self._make_room(SSD, need):
+            return
+        if not st.res[p]:
+            return
+        self._count_ssd_write(p)
+        st.add_copy(p, SSD)
+
+    def _count_ssd_write(self, p: int) -> None:
+        self.ssd_hit[p] = False
+        self.ssd_adm_counted[p] = self.counting
+        if self.counting:
+            s = self.stats
+            if p & 1:
+                s.ssd_bytes_written_state += int(self.st.size[p])
+                s.ssd_admissions_state += 1
+            else:
+                s.ssd_bytes_written_fa += int(self.st.size[p])
+                s.ssd_admissions_fa += 1
+
+    def _close_ssd_copy(self, p: int) -> None:
+        if self.ssd_adm_counted[p] and self.ssd_hit[p]:
+            if p & 1:
+                self.stats.ssd_admissions_hit_state += 1
+            else:
+                self.stats.ssd_admissions_hit_fa += 1
+        self.ssd_adm_counted[p] = False
+        self.ssd_hit[p] = False
+
+    def finish(self) -> NodeStats:
+        """Close the run: SSD copies still resident count as hit iff they served a reuse."""
+        live = (self.st.res & 4) != 0
+        hit = live & self.ssd_adm_counted & self.ssd_hit
+        self.stats.ssd_admissions_hit_fa += int(hit[0::2].sum())
+        self.stats.ssd_admissions_hit_state += int(hit[1::2].sum())
+        self.ssd_adm_counted[live] = False
+        pname = self.policy.name
+        self.stats.policy = {f"policy.{pname}.{k}": v for k, v in self.policy.counters().items()}
+        return self.stats
+
+
+def floor_pass(paths_offsets: np.ndarray, flat: np.ndarray, n_chunks: int, input_tokens: np.ndarray,
+               counted: np.ndarray, model, chunk_tokens: int, compute_rate: float, gpus: int) -> tuple[float, float]:
+    """``miss_ratio_floor`` and ``recompute_gpu_seconds_floor``: the same stream in unbounded tiers
+    with the same checkpoint mode (nothing is ever evicted or skipped)."""
+    fa_seen = np.zeros(n_chunks, dtype=bool)
+    st_seen = np.zeros(n_chunks, dtype=bool)
+    has_state = model.has_state
+    mode = model.state_checkpoints
+    req = miss = 0
+    gpu_s = 0.0
+    for i in range(len(input_tokens)):
+        path = flat[paths_offsets[i]:paths_offsets[i + 1]]
+        m = len(path)
+        if m:
+            seen = fa_seen[path]
+            r = m if seen.all() else int(np.argmin(seen))
+            if has_state and r:
+                w = np.flatnonzero(st_seen[path[:r]])
+                h = int(w[-1]) + 1 if len(w) else 0
+            else:
+                h = r
+            fa_seen[path] = True
+            if has_state:
+                for k in checkpoint_positions(mode, h, r, m):
+                    st_seen[path[k - 1]] = True
+        else:
+            h = 0
+        if counted[i]:
+            req += m
+            miss += m - h
+            L = int(input_tokens[i])
+            if h * chunk_tokens < L:
+                gpu_s += model.prefill_flops(h * chunk_tokens, L) / compute_rate * gpus
+    return (miss / req if req else 0.0), gpu_s

@@ -1,0 +1,196 @@
+"""The policy contract (simulation-model §7) and helpers every policy shares.
+
+A policy ranks and decides; the node moves bytes. The node owns a
+:class:`~cluster_sim.cache.CacheState` that the policy may read (residency,
+sizes, pins, stamps, descendant counts) but never writes.
+
+Calls a policy receives, all with ``now`` = the request's arrival time in
+seconds (after ``time_scale``); no policy reads a clock or a global:
+
+* ``on_access(payloads, now, meta)`` once per request, after the match, with
+  the FA payloads of ``c_1..c_m`` (root first) and the hit STATE if any;
+  ``meta`` is a :class:`RequestMeta`.
+* ``on_insert(payloads, now)`` with the payloads the request created
+  (new FA chunks and STATE checkpoints) once they are resident.
+* ``admit_on_insert(payload, now) -> bool``: write-through SSD admission of a
+  just-created payload (default: no).
+* ``select_victims(tier, bytes_needed, now) -> [(payload, DROP | DEMOTE)]`` for
+  ``tier`` in (DRAM, SSD). Atomic: returns ``[]`` and changes nothing if it
+  cannot free ``bytes_needed``; never returns a pinned payload; respects the
+  residency rules (use :func:`lru_select` or :class:`Tentative` to check them).
+  ``DEMOTE`` from DRAM writes to SSD unless a valid SSD copy exists; from SSD
+  it is the same as ``DROP``.
+* ``on_enter(tier, payload)`` / ``on_leave(tier, payload)``: residency changes
+  in any tier, for policies that keep candidate sets (registered as listeners
+  only if the policy sets ``wants_residency_events = True``).
+* ``tick(now)`` before each request, for periodic work.
+* ``counters() -> dict`` policy-specific counters, reported as ``policy.<name>.<key>``.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, CacheState, TierLRU
+from ..errors import ConfigError
+
+__all__ = ["Policy", "RequestMeta", "NodeContext", "lru_select", "register", "make_policy", "known_policies",
+           "DROP", "DEMOTE", "HBM", "DRAM", "SSD"]
+
+
+@dataclass
+class RequestMeta:
+    """What a node knows about the request being processed."""
+    seq: int                 # request index in the node's stream
+    arrival_s: float
+    session_id: int          # -1 if none
+    category: str | None
+    turn: int
+    input_tokens: int
+    output_tokens: int
+    path: np.ndarray         # chunk ids c_1..c_m
+    hit_chunks: int          # h
+    resident_chunks: int     # r: leading chunks whose FA was resident at match time
+
+
+@dataclass
+class NodeContext:
+    """What a policy is given at bind time."""
+    state: CacheState
+    model: Any                # ModelSpec
+    hardware: Any             # HardwareConfig
+    chunk_tokens: int
+    rng: np.random.Generator  # this node's stream, derived from the root seed
+    node_index: int
+    future: Any = None        # only for the oracle: the node's request stream
+
+
+class Policy:
+    name = "base"
+    wants_residency_events = False
+    uses_admit_on_insert = False     # set True if admit_on_insert may return True
+
+    def __init__(self, **params):
+        if params:
+            raise ConfigError(f"policy.{next(iter(params))}",
+                              f"unknown parameter for policy {self.name!r}")
+
+    def bind(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+        self.st = ctx.state
+
+    def on_access(self, payloads: np.ndarray, now: float, meta: RequestMeta) -> None:
+        pass
+
+    def on_insert(self, payloads: np.ndarray, now: float) -> None:
+        pass
+
+    def admit_on_insert(self, payload: int, now: float) -> bool:
+        return False
+
+    def select_victims(self, tier: int, bytes_needed: int, now: float) -> list[tuple[int, int]]:
+        raise NotImplementedError
+
+    def on_enter(self, tier: int, p: int) -> None:
+        pass
+
+    def on_leave(self, tier: int, p: int) -> None:
+        pass
+
+    def tick(self, now: float) -> None:
+        pass
+
+    def counters(self) -> dict[str, float]:
+        return {}
+
+
+def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: int,
+               accept=None) -> list[tuple[int, int]]:
+    """Least-recent-first victims in ``tier`` freeing at least ``need`` bytes.
+
+    Respects pins, leaf-first within the tier for FA, and prefix closure for a
+    dropped last copy, counting the victims already chosen in this call (their
+    removal can make an ancestor a leaf). ``action`` is DROP or DEMOTE (DEMOTE
+    keeps the payload resident elsewhere, so it never breaks prefix closure;
+    from SSD, DEMOTE means DROP). ``accept(p)`` may veto a candidate. Atomic:
+    returns [] and leaves the walker as it was if ``need`` cannot be freed.
+    """
+    bit = BIT[tier]
+    dropping = action == DROP or tier == SSD
+    out: list[tuple[int, int]] = []
+    taken: list[tuple[int, int]] = []
+    skipped: list[tuple[int, int]] = []
+    chosen: set[int] = set()
+    scr = st.scratch          # (2, U) int32, zero outside selections: [tier adj, any-tier adj]
+    marks: list[tuple[np.ndarray, bool]] = []
+    freed = 0
+    cur = st.cur
+    pin = st.pin
+    size = st.size
+    while freed < need:
+        e = walker.pop()
+        if e is None:
+            break
+        p = e[1]
+        if pin[p] == cur or p in chosen or (accept is not None and not accept(p)):
+            skipped.append(e)
+            continue
+        if not p & 1:
+            c = p >> 1
+            if st.dcnt[tier, c] - scr[0, c] > 0:
+                skipped.append(e)
+                continue
+            last = int(st.res[p]) == bit
+            if dropping and last and st.dany[c] - scr[1, c] > 0:
+                skipped.append(e)
+                continue
+            if freed + int(size[p]) < need:
+                # more victims will follow: their leaf status must see this removal
+                anc = st.ancestors(c)
+                scr[0, anc] += 1
+                if dropping and last:
+                    scr[1, anc] += 1
+                marks.append((anc, dropping and last))
+        chosen.add(p)
+        taken.append(e)
+        out.append((p, action))
+        freed += int(size[p])
+    for anc, both in marks:
+        scr[0, anc] -= 1
+        if both:
+            scr[1, anc] -= 1
+    if freed < need:
+        for e in taken:
+            walker.push_back(e)
+        for e in skipped:
+            walker.push_back(e)
+        return []
+    for e in skipped:
+        walker.push_back(e)
+    return out
+
+
+# ---- registry ----------------------------------------------------------------
+_REGISTRY: dict[str, str] = {
+    "lru": "cluster_sim.policies.lru:LRUPolicy",
+}
+
+
+def register(name: str, target: str) -> None:
+    """Register a policy class by dotted path ``module:Class`` (imported lazily)."""
+    _REGISTRY[name] = target
+
+
+def known_policies() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def make_policy(name: str, params: dict | None = None) -> Policy:
+    if name not in _REGISTRY:
+        raise ConfigError("policy", f"unknown policy {name!r}; known: {', '.join(known_policies())}")
+    mod, cls = _REGISTRY[name].split(":")
+    klass = getattr(importlib.import_module(mod), cls)
+    return klass(**(params or {}))

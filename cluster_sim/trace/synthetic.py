@@ -1,0 +1,393 @@
+"""Seeded synthetic workload: multi-turn conversations and agent-like sessions.
+
+The model
+---------
+Sessions start as a Poisson process (``session_rate_per_s``); the first one
+starts at t = 0. A session is a *conversation* (category ``text``) or, with
+probability ``agent_fraction``, an *agent* session (category ``agent``: more
+turns, short pauses, larger new inputs such as tool results, short outputs).
+A session has a geometric number of turns (mean ``turns_mean`` or
+``agent_turns_mean``, support 1, 2, …).
+
+Each session draws one system prompt from a population of
+``system_prompts`` prompts with Zipf popularity (``P(rank r) ∝ r^-s``, ``s =
+system_prompt_zipf``); a prompt's length is lognormal around
+``system_prompt_tokens``. Turn ``k``'s prompt is
+
+    prompt_k = prompt_{k-1} + output_{k-1} + message_k,   prompt_1 = system + message_1
+
+so every prompt of a session is a prefix of the session's final prompt.
+Message and output lengths are lognormal (median, sigma). The gap between
+turns is the previous response's generation time (``decode_s_per_token`` ×
+its output tokens) plus an exponential think time. A session ends at its last
+drawn turn or just before a prompt would exceed ``max_input_tokens`` (the
+first turn's message is shortened to fit).
+
+Block hashes
+------------
+Every token of a session's stream belongs to one *segment* (the system
+prompt, a user message, a model output) with a 64-bit key: system-prompt keys
+depend only on the prompt's index in the population, message and output keys
+on (session, turn). A block ``[a, b)`` of the stream has a content id derived
+from the pieces of segments it covers, each described by (segment key, first
+and last offset inside the segment). So a block's content id is a function of
+its tokens alone, and a final partial block (``b - a < block_tokens``) has a
+different id from the full block that later covers the same start.
+
+Hashes are chained as in vLLM: ``h_k = mix(h_{k-1}, content_k)`` from a fixed
+root, with ``mix(a, b) = splitmix64(splitmix64(a) ^ b)`` in numpy uint64
+arithmetic. Hence equal prefix ⇒ equal hash; the full-block hashes of turn
+``k+1`` extend those of turn ``k``; turn ``k``'s final partial block gets a new
+hash once a later turn fills it; sessions sharing a system prompt share the
+hashes of its full blocks.
+
+Requests are sorted by arrival (ties: session, then turn) and numbered
+``0 … N-1`` in that order. Same spec and seed ⇒ the identical table.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+import pyarrow as pa
+
+from cluster_sim.errors import ConfigError
+from cluster_sim.trace.schema import build_table
+
+__all__ = ["SyntheticSpec", "default_spec", "generate", "spec_from_dict", "splitmix64", "mix64"]
+
+_U64 = np.uint64
+_GOLDEN = _U64(0x9E3779B97F4A7C15)
+_C1 = _U64(0xBF58476D1CE4E5B9)
+_C2 = _U64(0x94D049BB133111EB)
+
+# domain tags keep the key spaces of different segment kinds apart
+_TAG_ROOT = 0x524F4F54  # "ROOT"
+_TAG_SYSTEM = 0x53595354  # "SYST"
+_TAG_MESSAGE = 0x4D534747  # "MSGG"
+_TAG_OUTPUT = 0x4F555450  # "OUTP"
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser, elementwise on a uint64 array (wraps mod 2^64)."""
+    z = np.asarray(x, dtype=_U64) + _GOLDEN
+    z = (z ^ (z >> _U64(30))) * _C1
+    z = (z ^ (z >> _U64(27))) * _C2
+    return z ^ (z >> _U64(31))
+
+
+def mix64(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Combine two uint64 arrays into one 64-bit hash (order matters)."""
+    return splitmix64(splitmix64(a) ^ np.asarray(b, dtype=_U64))
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """Knobs of the synthetic workload. Token counts are tokens, times seconds."""
+
+    num_sessions: int = 300
+    session_rate_per_s: float = 0.5
+    """Poisson rate of session starts."""
+
+    turns_mean: float = 5.0
+    """Mean of the geometric number of turns of a conversation (>= 1)."""
+    think_time_s: float = 20.0
+    """Mean of the exponential user think time between a response and the next message."""
+    decode_s_per_token: float = 0.02
+    """Generation time per output token, added to the gap before the next turn."""
+
+    system_prompts: int = 16
+    """Size of the system-prompt population."""
+    system_prompt_zipf: float = 1.0
+    """Zipf exponent of system-prompt popularity (0 = uniform)."""
+    system_prompt_tokens: int = 1500
+    """Median system-prompt length (lognormal over the population)."""
+    system_prompt_sigma: float = 0.5
+
+    first_message_tokens: int = 600
+    """Median length of a session's first user message (lognormal)."""
+    first_message_sigma: float = 1.0
+    message_tokens: int = 150
+    """Median length of each later user message: the per-turn input growth besides the previous output."""
+    message_sigma: float = 1.0
+    output_tokens: int = 250
+    """Median output length (lognormal)."""
+    output_sigma: float = 0.7
+    max_output_tokens: int = 4096
+
+    agent_fraction: float = 0.0
+    """Share of sessions that are agent-like (category 'agent')."""
+    agent_turns_mean: float = 15.0
+    agent_think_time_s: float = 2.0
+    agent_message_tokens: int = 400
+    """Median new input per agent turn (tool results)."""
+    agent_output_tokens: int = 120
+
+    block_tokens: int = 64
+    max_input_tokens: int = 32768
+    """Prompt cap: a session ends before a turn whose prompt would exceed it."""
+
+    def validate(self, prefix: str = "workload.synthetic") -> "SyntheticSpec":
+        """Raise ConfigError (key ``prefix.<knob>``) for an out-of-range knob; return self."""
+
+        def bad(name: str, why: str) -> None:
+            raise ConfigError(f"{prefix}.{name}", f"{why}, got {getattr(self, name)!r}")
+
+        for name in ("num_sessions", "system_prompts", "block_tokens", "max_input_tokens",
+                     "system_prompt_tokens", "first_message_tokens", "message_tokens",
+                     "output_tokens", "max_output_tokens", "agent_message_tokens", "agent_output_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                bad(name, "must be a positive integer")
+        for name in ("session_rate_per_s",):
+            if not (np.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                bad(name, "must be a positive number")
+        for name in ("turns_mean", "agent_turns_mean"):
+            if not (np.isfinite(getattr(self, name)) and getattr(self, name) >= 1):
+                bad(name, "must be >= 1")
+        for name in ("think_time_s", "agent_think_time_s", "decode_s_per_token", "system_prompt_zipf",
+                     "system_prompt_sigma", "first_message_sigma", "message_sigma", "output_sigma"):
+            if not (np.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                bad(name, "must be a non-negative number")
+        if not 0 <= self.agent_fraction <= 1:
+            bad("agent_fraction", "must be in [0, 1]")
+        if self.max_input_tokens < 2:
+            bad("max_input_tokens", "must be at least 2")
+        return self
+
+
+def default_spec() -> SyntheticSpec:
+    """The workload of the bundled ``traces/default.parquet`` (with seed 0).
+
+    About 2,500 requests from 300 sessions over roughly 20 minutes, 20 % of
+    them agent-like; median prompt a few thousand tokens; 64-token blocks.
+    """
+    return SyntheticSpec(
+        num_sessions=650,
+        session_rate_per_s=0.5,
+        turns_mean=3.5,
+        think_time_s=20.0,
+        decode_s_per_token=0.02,
+        system_prompts=16,
+        system_prompt_zipf=1.0,
+        system_prompt_tokens=1000,
+        system_prompt_sigma=0.5,
+        first_message_tokens=800,
+        first_message_sigma=1.0,
+        message_tokens=600,
+        message_sigma=1.0,
+        output_tokens=250,
+        output_sigma=0.7,
+        max_output_tokens=4096,
+        agent_fraction=0.2,
+        agent_turns_mean=7.0,
+        agent_think_time_s=2.0,
+        agent_message_tokens=900,
+        agent_output_tokens=120,
+        block_tokens=64,
+        max_input_tokens=16384,
+    )
+
+
+def _ragged_arange(counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(c)`` for every ``c`` in ``counts``."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    starts = np.cumsum(counts) - counts
+    return np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
+
+
+def _segmented_cumsum(values: np.ndarray, group_starts: np.ndarray) -> np.ndarray:
+    """Cumulative sum restarting at each index in ``group_starts`` (sorted, first is 0)."""
+    total = np.cumsum(values)
+    before = np.concatenate([[0], total[:-1]])[group_starts]
+    lengths = np.diff(np.append(group_starts, len(values)))
+    return total - np.repeat(before, lengths)
+
+
+def _lognormal_int(z: np.ndarray, median: np.ndarray, sigma: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    vals = np.rint(np.exp(np.log(median) + sigma * z))
+    return np.clip(vals, lo, hi).astype(np.int64)
+
+
+def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
+    """Generate the canonical trace table for ``spec`` with random seed ``seed``."""
+    spec.validate()
+    rng = np.random.default_rng(seed)
+    S = spec.num_sessions
+    B = spec.block_tokens
+    cap = spec.max_input_tokens
+    ns = splitmix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=_U64))  # per-seed key namespace
+
+    # ---- sessions --------------------------------------------------------
+    gaps = rng.exponential(1.0 / spec.session_rate_per_s, S)
+    session_start = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+    is_agent = rng.random(S) < spec.agent_fraction
+    turns_mean = np.where(is_agent, spec.agent_turns_mean, spec.turns_mean)
+    n_turns = rng.geometric(1.0 / turns_mean)
+
+    P = spec.system_prompts
+    weights = np.arange(1, P + 1, dtype=np.float64) ** -spec.system_prompt_zipf
+    prompt_len_pop = _lognormal_int(
+        rng.standard_normal(P), spec.system_prompt_tokens, spec.system_prompt_sigma, 1, cap - 1
+    )
+    sys_idx = rng.choice(P, size=S, p=weights / weights.sum())
+    sys_len = prompt_len_pop[sys_idx]
+
+    # ---- turns (before the cap) -----------------------------------------
+    R0 = int(n_turns.sum())
+    t_sess = np.repeat(np.arange(S), n_turns)
+    t_turn = _ragged_arange(n_turns) + 1
+    first_of_session = np.cumsum(n_turns) - n_turns
+    agent_t = is_agent[t_sess]
+
+    msg_median = np.where(t_turn == 1, spec.first_message_tokens,
+                          np.where(agent_t, spec.agent_message_tokens, spec.message_tokens))
+    msg_sigma = np.where(t_turn == 1, spec.first_message_sigma, spec.message_sigma)
+    msg = _lognormal_int(rng.standard_normal(R0), msg_median.astype(np.float64), msg_sigma, 1, cap)
+    out_median = np.where(agent_t, spec.agent_output_tokens, spec.output_tokens).astype(np.float64)
+    out = _lognormal_int(rng.standard_normal(R0), out_median, spec.output_sigma, 1, spec.max_output_tokens)
+    think = rng.exponential(1.0, R0) * np.where(agent_t, spec.agent_think_time_s, spec.think_time_s)
+
+    # the first message is shortened so that every session keeps its first turn
+    msg[first_of_session] = np.minimum(msg[first_of_session], cap - sys_len)
+
+    prev_out = np.concatenate([[0], out[:-1]])
+    prev_out[first_of_session] = 0
+    growth = msg + prev_out
+    growth[first_of_session] += sys_len
+    prompt_len = _segmented_cumsum(growth, first_of_session)
+
+    gap = prev_out * spec.decode_s_per_token + think
+    gap[first_of_session] = 0.0
+    arrival = session_start[t_sess] + _segmented_cumsum(gap, first_of_session)
+
+    # ---- the cap: a session ends before its first over-long prompt --------
+    keep = prompt_len <= cap  # prompt lengths grow within a session: keep is a prefix
+    t_sess, t_turn, msg, out, prompt_len, arrival = (
+        a[keep] for a in (t_sess, t_turn, msg, out, prompt_len, arrival)
+    )
+    agent_t = is_agent[t_sess]
+    R = len(t_sess)
+    kept_turns = np.bincount(t_sess, minlength=S)
+    first_turn = np.cumsum(kept_turns) - kept_turns
+    last_turn = first_turn + kept_turns - 1
+    stream_len = prompt_len[last_turn]  # each session's stream = its last prompt
+
+    # ---- segments of every session stream, in one global token coordinate --
+    base = np.cumsum(stream_len) - stream_len
+    is_last = np.zeros(R, dtype=bool)
+    is_last[last_turn] = True
+    sess_u = t_sess.astype(_U64)
+    turn_u = t_turn.astype(_U64)
+
+    sys_key = mix64(mix64(ns, np.full(P, _TAG_SYSTEM, dtype=_U64)), np.arange(P, dtype=_U64))
+    msg_key = mix64(mix64(mix64(ns, np.full(R, _TAG_MESSAGE, dtype=_U64)), sess_u), turn_u)
+    out_key = mix64(mix64(mix64(ns, np.full(R, _TAG_OUTPUT, dtype=_U64)), sess_u), turn_u)
+
+    o_mask = ~is_last  # the last turn's output is in no prompt
+    seg_start = np.concatenate([
+        base,                                            # system prompt
+        base[t_sess] + prompt_len - msg,                 # user message k
+        (base[t_sess] + prompt_len)[o_mask],             # output k, before message k+1
+    ])
+    seg_key = np.concatenate([sys_key[sys_idx], msg_key, out_key[o_mask]])
+    order = np.argsort(seg_start, kind="stable")
+    seg_start = seg_start[order]
+    seg_key = seg_key[order]
+    seg_end = np.append(seg_start[1:], base[-1] + stream_len[-1])
+    assert np.all(seg_end > seg_start)
+
+    # ---- blocks: every full block of each stream, and each turn's partial tail
+    n_full = stream_len // B
+    full_first = np.cumsum(n_full) - n_full  # index of a session's first full block
+    NF = int(n_full.sum())
+    fb_sess = np.repeat(np.arange(S), n_full)
+    fb_a = base[fb_sess] + _ragged_arange(n_full) * B
+    fb_b = fb_a + B
+    has_tail = prompt_len % B > 0
+    tail_full = prompt_len // B  # full blocks in the turn's prompt
+    pa_a = base[t_sess][has_tail] + tail_full[has_tail] * B
+    pa_b = base[t_sess][has_tail] + prompt_len[has_tail]
+    blk_a = np.concatenate([fb_a, pa_a])
+    blk_b = np.concatenate([fb_b, pa_b])
+
+    # content id of each block from the segment pieces it covers
+    i0 = np.searchsorted(seg_start, blk_a, side="right") - 1
+    i1 = np.searchsorted(seg_start, blk_b - 1, side="right") - 1
+    n_pieces = i1 - i0 + 1
+    rank = _ragged_arange(n_pieces)
+    p_blk = np.repeat(np.arange(len(blk_a)), n_pieces)
+    p_seg = i0[p_blk] + rank
+    lo = np.maximum(blk_a[p_blk], seg_start[p_seg]) - seg_start[p_seg]
+    hi = np.minimum(blk_b[p_blk], seg_end[p_seg]) - seg_start[p_seg]
+    piece = mix64(mix64(mix64(seg_key[p_seg], lo.astype(_U64)), hi.astype(_U64)), rank.astype(_U64))
+    piece_start = np.cumsum(n_pieces) - n_pieces
+    content = splitmix64(np.add.reduceat(piece, piece_start) if len(piece) else piece)
+
+    # chain the full blocks of every stream, one depth at a time across sessions
+    root = mix64(ns, np.array([_TAG_ROOT], dtype=_U64))
+    full_hash = np.empty(NF, dtype=_U64)
+    by_depth = np.argsort(-n_full, kind="stable")
+    n_sorted = n_full[by_depth]
+    first_sorted = full_first[by_depth]
+    max_depth = int(n_sorted[0]) if S else 0
+    # the sessions with more than j full blocks are a prefix of that order
+    active = np.searchsorted(-n_sorted, -np.arange(max_depth), side="left")
+    for j, c in enumerate(active):
+        idx = first_sorted[:c] + j
+        parent = root if j == 0 else full_hash[idx - 1]
+        full_hash[idx] = mix64(parent, content[idx])
+
+    # a turn's partial tail hangs off the turn's last full block
+    tail_sess = t_sess[has_tail]
+    tf = tail_full[has_tail]
+    tail_parent = np.full(len(tf), root[0], dtype=_U64)
+    nz = tf > 0
+    tail_parent[nz] = full_hash[full_first[tail_sess[nz]] + tf[nz] - 1]
+    tail_hash = mix64(tail_parent, content[NF:])
+
+    # ---- requests in arrival order ---------------------------------------
+    req_order = np.lexsort((t_turn, t_sess, arrival))
+    tail_idx = np.full(R, -1, dtype=np.int64)
+    tail_idx[has_tail] = np.arange(int(has_tail.sum()))
+
+    r_sess = t_sess[req_order]
+    r_full = tail_full[req_order]
+    r_tail = tail_idx[req_order]
+    counts = r_full + (r_tail >= 0)
+    offsets = np.zeros(R + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    gather = np.repeat(full_first[r_sess], counts) + _ragged_arange(counts)
+    with_tail = r_tail >= 0
+    gather[offsets[1:][with_tail] - 1] = NF + r_tail[with_tail]
+    values = np.concatenate([full_hash, tail_hash])[gather]
+
+    category = pa.DictionaryArray.from_arrays(
+        pa.array(agent_t[req_order].astype(np.int32)), pa.array(["text", "agent"])
+    )
+    table = build_table(
+        arrival_s=arrival[req_order],
+        input_tokens=prompt_len[req_order].astype(np.int32),
+        output_tokens=out[req_order].astype(np.int32),
+        block_hashes=(offsets, values),
+        block_tokens=B,
+        source=f"synthetic(seed={seed})",
+        session_id=r_sess.astype(np.int64),
+        category=category,
+        turn=t_turn[req_order].astype(np.int32),
+    )
+    meta = dict(table.schema.metadata)
+    meta[b"synthetic_spec"] = json.dumps(asdict(spec), sort_keys=True).encode()
+    meta[b"synthetic_seed"] = str(seed).encode()
+    return table.replace_schema_metadata(meta)
+
+
+def spec_from_dict(values: dict) -> SyntheticSpec:
+    """Build a spec from a mapping, rejecting unknown knobs with ConfigError."""
+    known = {f.name for f in fields(SyntheticSpec)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"workload.synthetic.{unknown[0]}", f"unknown knob; known: {', '.join(sorted(known))}")
+    return SyntheticSpec(**values).validate()

@@ -1,0 +1,51 @@
+"""Parsing of sizes and rates written with units (``100GB``, ``4TiB``, ``25GB/s``).
+
+kB/MB/GB/TB/PB are powers of 10; KiB/MiB/GiB/TiB/PiB powers of 2 (simulation-model.md).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from .errors import ConfigError
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
+}
+_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*(/s)?\s*$")
+
+
+def parse_bytes(value, key: str, *, allow_rate: bool = False) -> int:
+    """Return a non-negative whole number of bytes from an int, float or unit string.
+
+    ``key`` names the config key in any error.
+    """
+    if isinstance(value, bool) or value is None:
+        raise ConfigError(key, f"expected a size in bytes (e.g. 100GB, 4TiB, 1e9), got {value!r}")
+    if isinstance(value, (int, float)):
+        num = float(value)
+    elif isinstance(value, str):
+        m = _RE.match(value)
+        if not m:
+            raise ConfigError(key, f"cannot read {value!r} as a size (e.g. 100GB, 4TiB, 1e9)")
+        unit = m.group(2).lower()
+        if unit not in _UNITS:
+            raise ConfigError(key, f"unknown unit {m.group(2)!r} in {value!r}; use B, kB, MB, GB, TB, KiB, MiB, GiB, TiB")
+        if m.group(3) and not allow_rate:
+            raise ConfigError(key, f"{value!r} is a rate; a size is expected here")
+        num = float(m.group(1)) * _UNITS[unit]
+    else:
+        raise ConfigError(key, f"expected a size in bytes, got {type(value).__name__} {value!r}")
+    if not math.isfinite(num) or num < 0:
+        raise ConfigError(key, f"must be a non-negative size, got {value!r}")
+    return int(round(num))
+
+
+def parse_rate(value, key: str) -> float:
+    """Bytes per second from a number or a string such as ``25GB/s``; must be > 0."""
+    b = parse_bytes(value, key, allow_rate=True)
+    if b <= 0:
+        raise ConfigError(key, f"must be a positive rate, got {value!r}")
+    return float(b)
