@@ -323,10 +323,19 @@ class NodeSim:
             if not victims:
                 return False
             before = st.used[t]
+            drops = []
             for p, action in victims:
-                if st.res[p] & BIT[t]:
-                    if not self._evict(p, t, action):
+                if action == DEMOTE and t != SSD and any(st.cap[d] > 0 for d in range(t + 1, 3)):
+                    if st.res[p] & BIT[t] and not self._evict(p, t, action):
                         return False
+                else:
+                    drops.append(p)
+            if drops:
+                live = [p for p in drops if st.res[p] & BIT[t]]
+                if live:
+                    for x, tt in st.remove_copies(live, t):
+                        if tt == SSD:
+                            self._close_ssd_copy(x)
             need -= before - st.used[t]
         return need <= 0
 

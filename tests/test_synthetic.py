@@ -212,3 +212,10 @@ def test_default_trace_statistics_are_in_range():
     assert 100 <= s["sessions"] <= 1000
     assert 1000 <= s["input_tokens_p50"] <= 9000
     assert 0.6 <= s["reuse_fraction"] <= 0.8
+
+
+@pytest.mark.parametrize("seed", [-1, None, 1.5])
+def test_bad_seed_is_a_config_error(seed):
+    with pytest.raises(ConfigError) as err:
+        generate(SMALL, seed)
+    assert err.value.key == "seed"

@@ -54,9 +54,8 @@ class CacheState:
         self.size[0::2] = self.fa_bytes
         self.size[1::2] = self.state_bytes
         self.res = np.zeros(2 * U, dtype=np.uint8)
-        self.dcnt = np.zeros((3, U), dtype=np.int32)
+        self.dcnt = [np.zeros(U, dtype=np.int32) for _ in range(3)]
         self.dany = np.zeros(U, dtype=np.int32)
-        self.scratch = np.zeros((2, U), dtype=np.int32)   # tentative counts during one selection
         self.stamp = np.full(2 * U, -1, dtype=np.int64)
         self.pin = np.full(2 * U, -1, dtype=np.int64)
         self.cur = 0                    # sequence number of the request being processed (pins)
@@ -170,7 +169,7 @@ class CacheState:
         self.used[t] += int(self.size[p])
         if not p & 1:
             anc = self.ancestors(p >> 1)
-            self.dcnt[t, anc] += 1
+            self.dcnt[t][anc] += 1
             if was == 0:
                 self.dany[anc] += 1
         for w in self.lrus[t]:
@@ -190,7 +189,7 @@ class CacheState:
         if not p & 1:
             c = p >> 1
             anc = self.ancestors(c)
-            self.dcnt[t, anc] -= 1
+            self.dcnt[t][anc] -= 1
             if now == 0:
                 self.dany[anc] -= 1
                 q = p | 1
@@ -203,6 +202,45 @@ class CacheState:
                             removed.append((q, tt))
                             for li in self.listeners:
                                 li.on_leave(tt, q)
+        return removed
+
+    def remove_copies(self, ps: list[int], t: int) -> list[tuple[int, int]]:
+        """Remove the tier-``t`` copies of ``ps`` at once (same result as one by one)."""
+        if len(ps) == 1:
+            return self.remove_copy(ps[0], t)
+        bit = BIT[t]
+        removed = []
+        anc_t = []
+        anc_any = []
+        lost_fa = []
+        for p in ps:
+            now = int(self.res[p]) & ~bit
+            self.res[p] = now
+            self.used[t] -= int(self.size[p])
+            removed.append((p, t))
+            for li in self.listeners:
+                li.on_leave(t, p)
+            if not p & 1:
+                anc = self.ancestors(p >> 1)
+                anc_t.append(anc)
+                if now == 0:
+                    anc_any.append(anc)
+                    lost_fa.append(p)
+        if anc_t:
+            _sub_counts(self.dcnt[t], anc_t)
+        if anc_any:
+            _sub_counts(self.dany, anc_any)
+        for p in lost_fa:
+            q = p | 1
+            sr = int(self.res[q])
+            if sr:
+                for tt in (HBM, DRAM, SSD):
+                    if sr & BIT[tt]:
+                        self.res[q] &= ~BIT[tt]
+                        self.used[tt] -= int(self.size[q])
+                        removed.append((q, tt))
+                        for li in self.listeners:
+                            li.on_leave(tt, q)
         return removed
 
     # ---- tier moves (vectorised along one request path) ------------------
@@ -218,7 +256,7 @@ class CacheState:
         self.res[fa] = was | BIT[t]
         self.used[t] += self.fa_bytes * len(idx)
         below = _strict_suffix_count(mask)
-        self.dcnt[t, path] += below
+        self.dcnt[t][path] += below
         new_any = mask.copy()
         new_any[mask] = was == 0
         if new_any.any():
@@ -260,6 +298,17 @@ class CacheState:
         for c in np.flatnonzero(resident):
             exp[self.ancestors(int(c))] += 1
         assert np.array_equal(exp, self.dany), "dany inconsistent"
+
+
+def _sub_counts(arr: np.ndarray, parts: list[np.ndarray]) -> None:
+    if len(parts) == 1:
+        arr[parts[0]] -= 1
+        return
+    allp = np.concatenate(parts)
+    if not len(allp):
+        return
+    u, cnt = np.unique(allp, return_counts=True)
+    arr[u] -= cnt.astype(arr.dtype)
 
 
 def _strict_suffix_count(mask: np.ndarray) -> np.ndarray:

@@ -124,8 +124,7 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
     taken: list[tuple[int, int]] = []
     skipped: list[tuple[int, int]] = []
     chosen: set[int] = set()
-    scr = st.scratch          # (2, U) int32, zero outside selections: [tier adj, any-tier adj]
-    marks: list[tuple[np.ndarray, bool]] = []
+    tent = Tentative(st, tier) if need > 0 else None
     freed = 0
     cur = st.cur
     pin = st.pin
@@ -140,28 +139,19 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
             continue
         if not p & 1:
             c = p >> 1
-            if st.dcnt[tier, c] - scr[0, c] > 0:
+            if not tent.is_leaf(c):
                 skipped.append(e)
                 continue
             last = int(st.res[p]) == bit
-            if dropping and last and st.dany[c] - scr[1, c] > 0:
+            drop_last = dropping and last
+            if drop_last and not tent.may_drop_last(c):
                 skipped.append(e)
                 continue
-            if freed + int(size[p]) < need:
-                # more victims will follow: their leaf status must see this removal
-                anc = st.ancestors(c)
-                scr[0, anc] += 1
-                if dropping and last:
-                    scr[1, anc] += 1
-                marks.append((anc, dropping and last))
+            tent.choose(c, drop_last)
         chosen.add(p)
         taken.append(e)
         out.append((p, action))
         freed += int(size[p])
-    for anc, both in marks:
-        scr[0, anc] -= 1
-        if both:
-            scr[1, anc] -= 1
     if freed < need:
         for e in taken:
             walker.push_back(e)
@@ -171,6 +161,51 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
     for e in skipped:
         walker.push_back(e)
     return out
+
+
+class Tentative:
+    """Leaf status in one tier as if the FA copies chosen so far were already gone.
+
+    A chosen chunk had no remaining descendants in the tier (it was a tentative
+    leaf), so choosing it removes its whole tier-subtree: we credit ``1 +
+    dcnt[tier][c]`` to its nearest ancestor in the tier. An ancestor is a
+    tentative leaf when its credits equal its descendant count. The same for
+    prefix closure across tiers, where the nearest resident ancestor is always
+    the parent. O(1) per choice in the usual case (parent in the tier).
+    """
+
+    __slots__ = ("st", "tier", "bit", "cred", "cred_any")
+
+    def __init__(self, st: CacheState, tier: int):
+        self.st = st
+        self.tier = tier
+        self.bit = BIT[tier]
+        self.cred: dict[int, int] = {}
+        self.cred_any: dict[int, int] = {}
+
+    def is_leaf(self, c: int) -> bool:
+        d = int(self.st.dcnt[self.tier][c])
+        return d == 0 or d == self.cred.get(c, 0)
+
+    def may_drop_last(self, c: int) -> bool:
+        d = int(self.st.dany[c])
+        return d == 0 or d == self.cred_any.get(c, 0)
+
+    def choose(self, c: int, drop_last: bool) -> None:
+        st = self.st
+        par = int(st.parent[c])
+        if par < 0:
+            return
+        if st.res[2 * par] & self.bit:
+            y = par
+        else:
+            anc = st.ancestors(c)
+            hit = np.flatnonzero(st.res[2 * anc] & self.bit)
+            y = int(anc[hit[-1]]) if len(hit) else -1
+        if y >= 0:
+            self.cred[y] = self.cred.get(y, 0) + 1 + int(st.dcnt[self.tier][c])
+        if drop_last:
+            self.cred_any[par] = self.cred_any.get(par, 0) + 1 + int(st.dany[c])
 
 
 # ---- registry ----------------------------------------------------------------

@@ -20,7 +20,7 @@ def write_parquet(table: pa.Table, path: str | Path) -> None:
     p = Path(path)
     validate_table(table, str(p))
     p.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, p, compression="zstd", compression_level=9)
+    pq.write_table(table, p, compression="zstd")
 
 
 def read_parquet(path: str | Path) -> pa.Table:

@@ -212,8 +212,14 @@ def _lognormal_int(z: np.ndarray, median: np.ndarray, sigma: np.ndarray, lo: int
 
 
 def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
-    """Generate the canonical trace table for ``spec`` with random seed ``seed``."""
+    """Generate the canonical trace table for ``spec`` with random seed ``seed`` (an int >= 0).
+
+    All randomness comes from ``numpy.random.default_rng(seed)``, drawn in a
+    fixed order, so the same spec and seed give the identical table.
+    """
     spec.validate()
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ConfigError("seed", f"must be a non-negative integer, got {seed!r}")
     rng = np.random.default_rng(seed)
     S = spec.num_sessions
     B = spec.block_tokens
@@ -297,7 +303,8 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     seg_start = seg_start[order]
     seg_key = seg_key[order]
     seg_end = np.append(seg_start[1:], base[-1] + stream_len[-1])
-    assert np.all(seg_end > seg_start)
+    if not np.all(seg_end > seg_start):  # every segment has >= 1 token by construction
+        raise AssertionError("synthetic generator produced an empty segment")
 
     # ---- blocks: every full block of each stream, and each turn's partial tail
     n_full = stream_len // B
@@ -308,10 +315,10 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     fb_b = fb_a + B
     has_tail = prompt_len % B > 0
     tail_full = prompt_len // B  # full blocks in the turn's prompt
-    pa_a = base[t_sess][has_tail] + tail_full[has_tail] * B
-    pa_b = base[t_sess][has_tail] + prompt_len[has_tail]
-    blk_a = np.concatenate([fb_a, pa_a])
-    blk_b = np.concatenate([fb_b, pa_b])
+    tail_a = base[t_sess][has_tail] + tail_full[has_tail] * B
+    tail_b = base[t_sess][has_tail] + prompt_len[has_tail]
+    blk_a = np.concatenate([fb_a, tail_a])
+    blk_b = np.concatenate([fb_b, tail_b])
 
     # content id of each block from the segment pieces it covers
     i0 = np.searchsorted(seg_start, blk_a, side="right") - 1

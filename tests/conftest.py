@@ -1,0 +1,26 @@
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_TRACES = ROOT.parent / "shared" / "traces"
+MOONCAKE = SHARED_TRACES / "mooncake-fast25" / "conversation_trace.jsonl.gz"
+
+settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=30, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+needs_mooncake = pytest.mark.skipif(
+    not MOONCAKE.exists(),
+    reason=f"real traces are not present at {SHARED_TRACES} (a fresh clone has no ../shared/traces)")
+
+
+@pytest.fixture(scope="session")
+def mooncake_table():
+    from cluster_sim.trace.mooncake import read_mooncake
+    if not MOONCAKE.exists():
+        pytest.skip(f"real traces are not present at {SHARED_TRACES}")
+    return read_mooncake(MOONCAKE)
