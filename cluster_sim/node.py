@@ -354,8 +354,10 @@ class NodeSim:
                     if not self._make_room(dest, st.used[dest] - st.cap[dest]):
                         if st.res[p] & BIT[dest]:
                             self._remove(p, dest)
-                        return False
-        self._remove(p, t)
+                        return not st.res[p] & BIT[t]
+        # the payload may already be gone (a STATE whose FA lost its last copy meanwhile)
+        if st.res[p] & BIT[t]:
+            self._remove(p, t)
         return True
 
     def _remove(self, p: int, t: int) -> None:

@@ -11,7 +11,6 @@ MOONCAKE = SHARED_TRACES / "mooncake-fast25" / "conversation_trace.jsonl.gz"
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=30, deadline=None)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 needs_mooncake = pytest.mark.skipif(
     not MOONCAKE.exists(),
@@ -24,3 +23,6 @@ def mooncake_table():
     if not MOONCAKE.exists():
         pytest.skip(f"real traces are not present at {SHARED_TRACES}")
     return read_mooncake(MOONCAKE)
+settings.register_profile("thorough", max_examples=2000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -180,6 +180,8 @@ class CacheState:
     def remove_copy(self, p: int, t: int) -> list[tuple[int, int]]:
         """Remove ``p``'s copy from tier ``t``. Returns the (payload, tier) copies removed,
         including STATE copies that lose their FA (STATE residency rule)."""
+        if not self.res[p] & BIT[t]:
+            return []
         removed = [(p, t)]
         now = int(self.res[p]) & ~BIT[t]
         self.res[p] = now
@@ -197,7 +199,7 @@ class CacheState:
                 if sr:
                     for tt in (HBM, DRAM, SSD):
                         if sr & BIT[tt]:
-                            self.res[q] &= ~BIT[tt]
+                            self.res[q] &= 7 ^ BIT[tt]
                             self.used[tt] -= int(self.size[q])
                             removed.append((q, tt))
                             for li in self.listeners:
@@ -214,6 +216,8 @@ class CacheState:
         anc_any = []
         lost_fa = []
         for p in ps:
+            if not self.res[p] & bit:
+                continue
             now = int(self.res[p]) & ~bit
             self.res[p] = now
             self.used[t] -= int(self.size[p])
@@ -236,7 +240,7 @@ class CacheState:
             if sr:
                 for tt in (HBM, DRAM, SSD):
                     if sr & BIT[tt]:
-                        self.res[q] &= ~BIT[tt]
+                        self.res[q] &= 7 ^ BIT[tt]
                         self.used[tt] -= int(self.size[q])
                         removed.append((q, tt))
                         for li in self.listeners:

@@ -1,0 +1,55 @@
+"""Small builders for scripted scenarios: traces from chunk paths, nodes, replays."""
+from __future__ import annotations
+
+import numpy as np
+
+from cluster_sim.config import HardwareConfig
+from cluster_sim.model import load_model
+from cluster_sim.node import NodeSim
+from cluster_sim.policies.base import make_policy
+from cluster_sim.trace.chunks import chunk_trace
+from cluster_sim.trace.schema import build_table
+
+
+def trace_from_paths(paths, *, chunk_tokens=256, tail=10, arrivals=None, sessions=None):
+    """One request per path of chunk names (ints); each prompt is ``len(path)*chunk_tokens + tail`` tokens.
+
+    Names are prefix-chained here (hash = the tuple of names so far), so a test can
+    write ``[1, 2]`` and ``[1, 3]`` for a branch."""
+    ids: dict[tuple, int] = {}
+    hashes = []
+    for p in paths:
+        hs = []
+        for k in range(len(p)):
+            key = tuple(p[:k + 1])
+            hs.append(ids.setdefault(key, len(ids) + 1))
+        hs.append(10**9 + len(hashes))        # the partial tail block's hash
+        hashes.append(hs)
+    n = len(paths)
+    table = build_table(
+        arrival_s=np.arange(n, dtype=float) if arrivals is None else np.asarray(arrivals, dtype=float),
+        input_tokens=[len(p) * chunk_tokens + tail for p in paths],
+        output_tokens=[0] * n,
+        block_hashes=hashes,
+        block_tokens=chunk_tokens,
+        source="test",
+        session_id=sessions,
+    )
+    return chunk_trace(table, chunk_tokens)
+
+
+def make_node(trace, model="qwen3_next_80b_a3b", *, policy="lru", policy_params=None, **hw):
+    spec = load_model(model) if isinstance(model, str) else model
+    hwc = HardwareConfig.from_mapping(hw)
+    return NodeSim(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens, spec, hwc,
+                   make_policy(policy, policy_params or {}))
+
+
+def replay(node, trace, check=True):
+    recs = []
+    for i in range(trace.n_requests):
+        recs.append(node.process(trace.path(i), int(trace.input_tokens[i]), float(trace.arrival_s[i])))
+        if check:
+            node.st.check_invariants()
+    node.finish()
+    return recs

@@ -1,0 +1,96 @@
+"""Property-based checks of the residency rules on random workloads (hypothesis)."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+from cluster_sim.cache import SSD
+from cluster_sim.model import load_model
+
+from simhelpers import make_node, trace_from_paths
+
+MODELS = ["qwen3_next_80b_a3b", "llama3_1_70b", "gemma3_27b", "kimi_linear_48b_a3b"]
+
+
+@st.composite
+def workloads(draw):
+    n = draw(st.integers(3, 40))
+    paths = []
+    for _ in range(n):
+        if paths and draw(st.booleans()):
+            base = draw(st.sampled_from(paths))
+            keep = draw(st.integers(0, len(base)))
+            ext = draw(st.lists(st.integers(1, 6), max_size=5))
+            p = base[:keep] + ext
+        else:
+            p = draw(st.lists(st.integers(1, 6), min_size=0, max_size=6))
+        paths.append(p)
+    model = draw(st.sampled_from(MODELS))
+    mode = draw(st.sampled_from(["last", "last_and_branch", "every_chunk"]))
+    # capacities in chunks' worth of FA; a state is several chunks' worth
+    caps = [draw(st.integers(0, 12)) for _ in range(3)]
+    return paths, model, mode, caps
+
+
+@given(workloads())
+def test_invariants_hold_after_every_request(w):
+    paths, model_name, mode, caps = w
+    model = load_model(model_name, state_checkpoints=mode)
+    tr = trace_from_paths(paths)
+    F = model.fa_bytes(256)
+    S = model.state_bytes(256) if model.has_state else 0
+    unit = F + S // 3
+    node = make_node(tr, model, hbm_cache_bytes=caps[0] * unit, dram_bytes=caps[1] * unit,
+                     ssd_bytes=caps[2] * unit)
+    st_ = node.st
+    admitted = []
+    orig_add = st_.add_copy
+
+    def spy(p, t):
+        if t == SSD:
+            admitted.append(int(st_.size[p]))
+        orig_add(p, t)
+
+    st_.add_copy = spy
+    for i in range(tr.n_requests):
+        path = tr.path(i)
+        res_before = st_.res.copy()
+        fa_res = res_before[2 * path] != 0
+        r_ind = int(np.argmin(fa_res)) if not fa_res.all() else len(path)
+        rec = node.process(path, int(tr.input_tokens[i]), float(tr.arrival_s[i]))
+        h = rec["h"]
+        # hit length never beyond the matched FA path
+        assert h <= r_ind and rec["r"] == r_ind
+        # STATE required for hybrid hits, and the state must have been at c_h
+        if model.has_state and h:
+            assert res_before[2 * path[h - 1] + 1] != 0
+        if not model.has_state:
+            assert h == r_ind
+        st_.check_invariants()      # prefix closure, STATE residency, bytes <= capacity, counters
+    node.finish()
+    s = node.stats
+    # bytes written equal the sizes of the admissions
+    assert s.ssd_bytes_written_fa + s.ssd_bytes_written_state == sum(admitted)
+    assert s.ssd_admissions_fa + s.ssd_admissions_state == len(admitted)
+    assert 0 <= s.ssd_admissions_hit_fa + s.ssd_admissions_hit_state <= len(admitted)
+    # every requested chunk is either a hit or a miss
+    hits = s.hits["hits_hbm_fa"] + s.hits["hits_dram_fa"] + s.hits["hits_ssd_fa"]
+    assert hits + s.chunk_misses == s.chunks_requested
+
+
+@given(workloads())
+def test_unbounded_cache_reaches_the_floor(w):
+    from cluster_sim.node import floor_pass
+
+    paths, model_name, mode, _ = w
+    model = load_model(model_name, state_checkpoints=mode)
+    tr = trace_from_paths(paths)
+    node = make_node(tr, model, dram_bytes="1PB")
+    for i in range(tr.n_requests):
+        node.process(tr.path(i), int(tr.input_tokens[i]), float(tr.arrival_s[i]))
+    s = node.finish()
+    ratio = s.chunk_misses / s.chunks_requested if s.chunks_requested else 0.0
+    floor, gpu_s = floor_pass(tr.offsets, tr.flat, tr.n_chunks, tr.input_tokens, tr.counted, model, 256,
+                              node.compute_rate, node.hw.gpus_per_node)
+    assert ratio == floor
+    assert s.recompute_gpu_seconds == gpu_s or abs(s.recompute_gpu_seconds - gpu_s) <= 1e-9 * max(1.0, gpu_s)
