@@ -30,15 +30,28 @@ def compose(overrides: list[str]) -> dict:
 
 
 def _one_line(exc: BaseException) -> str:
+    """Hydra's multi-line composition errors as one line that names the key."""
+    import re
+
     msg = str(exc).strip()
+    m = re.search(r"Could not find '([^'/]+)/([^']+)'", msg)
+    if m:
+        group, name = m.groups()
+        lines = [ln.strip() for ln in msg.splitlines()]
+        opts = []
+        start = next((i for i, ln in enumerate(lines) if ln.startswith("Available options")), None)
+        if start is not None:
+            for ln in lines[start + 1:]:
+                if not ln or ln.startswith("Config search path"):
+                    break
+                opts.append(ln)
+        tail = f"; available: {', '.join(opts)}" if opts else ""
+        return f"{group}: unknown option '{name}'{tail}"
+    m = re.search(r"Could not override '([^']+)'", msg) or re.search(r"Key '([^']+)' is not in struct", msg)
+    if m:
+        return f"{m.group(1)}: unknown key (not a setting of the composed config)"
     lines = [ln.strip() for ln in msg.splitlines() if ln.strip()]
-    if not lines:
-        return type(exc).__name__
-    if len(lines) > 1 and "Available options" in msg:
-        head = lines[0]
-        opts = [ln for ln in lines[lines.index(next(ln for ln in lines if "Available options" in ln)) + 1:]]
-        return f"{head} Available options: {', '.join(opts)}"
-    return " ".join(lines)
+    return " ".join(lines) if lines else type(exc).__name__
 
 
 def _validate(overrides: list[str]) -> str | None:
