@@ -211,41 +211,71 @@ class CacheState:
         if len(ps) == 1:
             return self.remove_copy(ps[0], t)
         bit = BIT[t]
-        removed = []
-        anc_t = []
-        anc_any = []
-        lost_fa = []
-        for p in ps:
-            if not self.res[p] & bit:
-                continue
-            now = int(self.res[p]) & ~bit
-            self.res[p] = now
-            self.used[t] -= int(self.size[p])
-            removed.append((p, t))
-            for li in self.listeners:
-                li.on_leave(t, p)
-            if not p & 1:
-                anc = self.ancestors(p >> 1)
-                anc_t.append(anc)
-                if now == 0:
-                    anc_any.append(anc)
-                    lost_fa.append(p)
-        if anc_t:
-            _sub_counts(self.dcnt[t], anc_t)
-        if anc_any:
-            _sub_counts(self.dany, anc_any)
-        for p in lost_fa:
-            q = p | 1
-            sr = int(self.res[q])
-            if sr:
-                for tt in (HBM, DRAM, SSD):
-                    if sr & BIT[tt]:
-                        self.res[q] &= 7 ^ BIT[tt]
-                        self.used[tt] -= int(self.size[q])
-                        removed.append((q, tt))
-                        for li in self.listeners:
-                            li.on_leave(tt, q)
+        arr = np.asarray(ps, dtype=np.int64)
+        arr = arr[(self.res[arr] & bit) != 0]
+        if not len(arr):
+            return []
+        arr = np.unique(arr)
+        now = self.res[arr] & (7 ^ bit)
+        self.res[arr] = now
+        self.used[t] -= int(self.size[arr].sum())
+        removed = [(int(p), t) for p in arr.tolist()]
+        if self.listeners:
+            for p, _ in removed:
+                for li in self.listeners:
+                    li.on_leave(t, p)
+        fa_mask = (arr & 1) == 0
+        if fa_mask.any():
+            cs = arr[fa_mask] >> 1
+            self._dec_ancestors(self.dcnt[t], cs)
+            lost = cs[now[fa_mask] == 0]
+            if len(lost):
+                self._dec_ancestors(self.dany, lost)
+                qs = 2 * lost + 1
+                sr = self.res[qs]
+                qs = qs[sr != 0]
+                for q in qs.tolist():
+                    r = int(self.res[q])
+                    for tt in (HBM, DRAM, SSD):
+                        if r & BIT[tt]:
+                            self.used[tt] -= int(self.size[q])
+                            removed.append((q, tt))
+                            for li in self.listeners:
+                                li.on_leave(tt, q)
+                    self.res[q] = 0
         return removed
+
+    def _dec_ancestors(self, arr: np.ndarray, cs: np.ndarray) -> None:
+        """``arr[a] -= #{c in cs: a is a strict ancestor of c}`` for distinct chunks ``cs``.
+
+        Victims usually form a few root-ward chains; each chain is one suffix count
+        along the path of its deepest chunk, so the cost is per chain, not per chunk."""
+        rest = cs
+        while len(rest):
+            if len(rest) == 1:
+                arr[self.ancestors(int(rest[0]))] -= 1
+                return
+            d = self.depth[rest]
+            deep = int(rest[int(np.argmax(d))])
+            a = self.anchor[deep]
+            path = self.flat[a:a + self.depth[deep]]          # root .. deep
+            on = path[d - 1] == rest
+            mask = np.zeros(len(path), dtype=np.int64)
+            mask[d[on] - 1] = 1
+            below = np.cumsum(mask[::-1])[::-1]
+            arr[path[:-1]] -= below[1:].astype(arr.dtype)
+            rest = rest[~on]
+
+    def ancestors_many(self, cs: np.ndarray) -> np.ndarray:
+        """Concatenated ancestor paths of the chunks ``cs`` (duplicates kept)."""
+        lens = self.depth[cs] - 1
+        total = int(lens.sum())
+        if not total:
+            return np.zeros(0, dtype=np.int64)
+        starts = self.anchor[cs]
+        ends = np.cumsum(lens)
+        idx = np.repeat(starts - (ends - lens), lens) + np.arange(total, dtype=np.int64)
+        return self.flat[idx]
 
     # ---- tier moves (vectorised along one request path) ------------------
     def add_path_fa(self, t: int, path: np.ndarray, mask: np.ndarray) -> None:
@@ -373,18 +403,27 @@ class TierLRU:
 
     def pop(self) -> tuple[int, int] | None:
         heap = self.heap
+        st = self.st
+        stamp = st.stamp
+        res = st.res
+        bit = self.bit
         while True:
-            if self.bi >= len(self.buf):
+            buf = self.buf
+            bi = self.bi
+            if bi >= len(buf):
                 self.buf = []
                 self.bi = 0
                 self._refill()
-            b = self.buf[self.bi] if self.bi < len(self.buf) else None
+                buf = self.buf
+                bi = self.bi
+            b = buf[bi] if bi < len(buf) else None
             if heap and (b is None or heap[0][0] < b[0]):
                 e = heapq.heappop(heap)
             elif b is not None:
                 e = b
-                self.bi += 1
+                self.bi = bi + 1
             else:
                 return None
-            if self._valid(*e):
+            p = e[1]
+            if stamp[p] == e[0] and res[p] & bit:
                 return e

@@ -124,13 +124,19 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
     taken: list[tuple[int, int]] = []
     skipped: list[tuple[int, int]] = []
     chosen: set[int] = set()
-    tent = Tentative(st, tier) if need > 0 else None
+    cred: dict[int, int] = {}        # Tentative credits, inlined on this hot path
+    cred_any: dict[int, int] = {}
+    dcnt = st.dcnt[tier]
+    dany = st.dany
+    res = st.res
+    parent = st.parent
     freed = 0
     cur = st.cur
     pin = st.pin
     size = st.size
+    pop = walker.pop
     while freed < need:
-        e = walker.pop()
+        e = pop()
         if e is None:
             break
         p = e[1]
@@ -139,15 +145,29 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
             continue
         if not p & 1:
             c = p >> 1
-            if not tent.is_leaf(c):
+            d = int(dcnt[c])
+            if d and d != cred.get(c, 0):
                 skipped.append(e)
                 continue
-            last = int(st.res[p]) == bit
-            drop_last = dropping and last
-            if drop_last and not tent.may_drop_last(c):
-                skipped.append(e)
-                continue
-            tent.choose(c, drop_last)
+            drop_last = dropping and int(res[p]) == bit
+            if drop_last:
+                da = int(dany[c])
+                if da and da != cred_any.get(c, 0):
+                    skipped.append(e)
+                    continue
+            par = int(parent[c])
+            if par >= 0:
+                # credit the nearest ancestor in the tier with this chunk's whole tier-subtree
+                if res[2 * par] & bit:
+                    y = par
+                else:
+                    anc = st.ancestors(c)
+                    hit = np.flatnonzero(res[2 * anc] & bit)
+                    y = int(anc[hit[-1]]) if len(hit) else -1
+                if y >= 0:
+                    cred[y] = cred.get(y, 0) + 1 + d
+                if drop_last:
+                    cred_any[par] = cred_any.get(par, 0) + 1 + int(dany[c])
         chosen.add(p)
         taken.append(e)
         out.append((p, action))
