@@ -312,52 +312,54 @@ class NodeSim:
     def _make_room(self, t: int, need: int) -> bool:
         """Free at least ``need`` bytes in tier ``t`` by evicting victims. False if impossible."""
         st = self.st
+        dest = next((d for d in range(t + 1, 3) if st.cap[d] > 0), NO_TIER) if t != SSD else NO_TIER
         for _ in range(64):
             if need <= 0:
                 return True
             if t == HBM:
-                dest = DRAM if st.cap[DRAM] > 0 else (SSD if st.cap[SSD] > 0 else NO_TIER)
                 victims = lru_select(st, self.hbm_lru, HBM, need, DEMOTE if dest != NO_TIER else DROP)
             else:
                 victims = self.policy.select_victims(t, need, self.now)
             if not victims:
                 return False
             before = st.used[t]
-            drops = []
-            for p, action in victims:
-                if action == DEMOTE and t != SSD and any(st.cap[d] > 0 for d in range(t + 1, 3)):
-                    if st.res[p] & BIT[t] and not self._evict(p, t, action):
-                        return False
-                else:
-                    drops.append(p)
-            if drops:
-                live = [p for p in drops if st.res[p] & BIT[t]]
-                if live:
-                    for x, tt in st.remove_copies(live, t):
-                        if tt == SSD:
-                            self._close_ssd_copy(x)
+            bit = BIT[t]
+            demote = [p for p, a in victims if a == DEMOTE and dest != NO_TIER]
+            drops = [p for p, a in victims if not (a == DEMOTE and dest != NO_TIER)]
+            if demote and not self._demote(demote, t, dest):
+                return False
+            live = [p for p in drops if st.res[p] & bit]
+            if live:
+                for x, tt in st.remove_copies(live, t):
+                    if tt == SSD:
+                        self._close_ssd_copy(x)
             need -= before - st.used[t]
         return need <= 0
 
-    def _evict(self, p: int, t: int, action: int) -> bool:
-        """Move ``p``'s copy out of tier ``t``: demote to the next tier below, or drop."""
+    def _demote(self, ps: list[int], t: int, dest: int) -> bool:
+        """Move the tier-``t`` copies of ``ps`` to ``dest``: they enter ``dest`` (written if it is the
+        SSD and no valid copy exists), ``dest`` resolves its overflow through its policy (which may
+        pick these very payloads), then the ``t`` copies go."""
         st = self.st
-        if action == DEMOTE and t != SSD:
-            dest = next((d for d in range(t + 1, 3) if st.cap[d] > 0), NO_TIER)
-            if dest != NO_TIER and not (st.res[p] & BIT[dest]):
-                # the payload enters the tier below, then that tier resolves its overflow
-                # (its policy may pick this very payload)
-                if dest == SSD:
+        bit, dbit = BIT[t], BIT[dest]
+        ps = [p for p in ps if st.res[p] & bit]
+        new = [p for p in ps if not st.res[p] & dbit]
+        if new:
+            if dest == SSD:
+                for p in new:
                     self._count_ssd_write(p)
-                st.add_copy(p, dest)
-                if st.used[dest] > st.cap[dest]:
-                    if not self._make_room(dest, st.used[dest] - st.cap[dest]):
-                        if st.res[p] & BIT[dest]:
-                            self._remove(p, dest)
-                        return not st.res[p] & BIT[t]
-        # the payload may already be gone (a STATE whose FA lost its last copy meanwhile)
-        if st.res[p] & BIT[t]:
-            self._remove(p, t)
+            st.add_copies(new, dest)
+            if st.used[dest] > st.cap[dest] and not self._make_room(dest, st.used[dest] - st.cap[dest]):
+                back = [p for p in new if st.res[p] & dbit and st.res[p] & bit]
+                for p in back:
+                    self._remove(p, dest)
+                return False
+        # a payload may already be gone (a STATE whose FA lost its last copy meanwhile)
+        live = [p for p in ps if st.res[p] & bit]
+        if live:
+            for x, tt in st.remove_copies(live, t):
+                if tt == SSD:
+                    self._close_ssd_copy(x)
         return True
 
     def _remove(self, p: int, t: int) -> None:

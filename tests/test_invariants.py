@@ -51,7 +51,15 @@ def test_invariants_hold_after_every_request(w):
             admitted.append(int(st_.size[p]))
         orig_add(p, t)
 
+    orig_add_many = st_.add_copies
+
+    def spy_many(ps, t):
+        if t == SSD:
+            admitted.extend(int(st_.size[p]) for p in ps)
+        orig_add_many(ps, t)
+
     st_.add_copy = spy
+    st_.add_copies = spy_many
     for i in range(tr.n_requests):
         path = tr.path(i)
         res_before = st_.res.copy()

@@ -245,15 +245,37 @@ class CacheState:
                     self.res[q] = 0
         return removed
 
-    def _dec_ancestors(self, arr: np.ndarray, cs: np.ndarray) -> None:
-        """``arr[a] -= #{c in cs: a is a strict ancestor of c}`` for distinct chunks ``cs``.
+    def add_copies(self, ps: list[int], t: int) -> None:
+        """Add tier-``t`` copies of ``ps`` (none of them in ``t`` yet) at once."""
+        if not ps:
+            return
+        arr = np.asarray(ps, dtype=np.int64)
+        was = self.res[arr]
+        self.res[arr] = was | BIT[t]
+        self.used[t] += int(self.size[arr].sum())
+        fa = (arr & 1) == 0
+        if fa.any():
+            cs = arr[fa] >> 1
+            self._dec_ancestors(self.dcnt[t], cs, -1)
+            born = cs[was[fa] == 0]
+            if len(born):
+                self._dec_ancestors(self.dany, born, -1)
+        for w in self.lrus[t]:
+            for p in ps:
+                w.note_enter(p)
+        for li in self.listeners:
+            for p in ps:
+                li.on_enter(t, p)
+
+    def _dec_ancestors(self, arr: np.ndarray, cs: np.ndarray, sign: int = 1) -> None:
+        """``arr[a] -= sign * #{c in cs: a is a strict ancestor of c}`` for distinct chunks ``cs``.
 
         Victims usually form a few root-ward chains; each chain is one suffix count
         along the path of its deepest chunk, so the cost is per chain, not per chunk."""
         rest = cs
         while len(rest):
             if len(rest) == 1:
-                arr[self.ancestors(int(rest[0]))] -= 1
+                arr[self.ancestors(int(rest[0]))] -= sign
                 return
             d = self.depth[rest]
             deep = int(rest[int(np.argmax(d))])
@@ -263,7 +285,7 @@ class CacheState:
             mask = np.zeros(len(path), dtype=np.int64)
             mask[d[on] - 1] = 1
             below = np.cumsum(mask[::-1])[::-1]
-            arr[path[:-1]] -= below[1:].astype(arr.dtype)
+            arr[path[:-1]] -= (sign * below[1:]).astype(arr.dtype)
             rest = rest[~on]
 
     def ancestors_many(self, cs: np.ndarray) -> np.ndarray:

@@ -1,0 +1,147 @@
+#!/usr/bin/env python
+"""Speed and memory of the single-node simulator (issue: the core), printed, never asserted.
+
+For each workload it runs ``lru`` twice:
+
+* as configured for the libCacheSim comparison: pure attention (llama3_1_70b), HBM 0,
+  SSD 0, one node, DRAM sized to N chunks — the same chunk stream is then replayed by
+  libCacheSim's LRU (``process_trace``, chunks fed deepest-first) when the ``[ref]``
+  extra is installed, and the ratio of chunk references per second is printed;
+* as a user runs it (the workload's default three-tier hybrid config).
+
+``sim_chunk_refs_per_s`` (requested full chunks / ``sim_wall_s``, the contract's
+definition) is checked against this script's own timing of ``cluster_sim.run`` from
+outside. Memory: bytes of per-chunk simulator state per tracked chunk, and the
+tracemalloc peak of a replay divided by the chunks tracked.
+
+    python scripts/bench.py                 # default trace, and Mooncake when ../shared/traces exists
+    python scripts/bench.py --repeat 3
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import cluster_sim  # noqa: E402
+from cluster_sim.api import prepare  # noqa: E402
+from cluster_sim.config import SimConfig  # noqa: E402
+from cluster_sim.model import load_model  # noqa: E402
+
+MOONCAKE = ROOT.parent / "shared" / "traces" / "mooncake-fast25" / "conversation_trace.jsonl.gz"
+
+
+def lcs_lru(trace, n_chunks: int):
+    """libCacheSim LRU over the same chunk stream (deepest first per request): (refs/s, miss ratio)."""
+    try:
+        import libcachesim as lcs
+    except ImportError:
+        return None
+    ids = []
+    for i in range(trace.n_requests):
+        ids.append(trace.path(i)[::-1])
+    ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+    rec = np.zeros(len(ids), dtype=np.dtype([("t", "<u4"), ("id", "<u8"), ("sz", "<u4"), ("nx", "<i8")]))
+    rec["id"] = ids.astype(np.uint64) + 1
+    rec["sz"] = 1
+    rec["nx"] = -1
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "chunks.oracleGeneral"
+        rec.tofile(f)
+        best = None
+        for _ in range(3):
+            reader = lcs.TraceReader(str(f), trace_type=lcs.TraceType.ORACLE_GENERAL_TRACE)
+            cache = lcs.LRU(n_chunks)
+            t0 = time.perf_counter()
+            ratio, _ = cache.process_trace(reader)
+            dt = time.perf_counter() - t0
+            best = dt if best is None else min(best, dt)
+    return len(ids) / best, ratio
+
+
+def state_bytes_per_chunk(trace) -> float:
+    """Per-chunk arrays a node and the chunk table keep (excluding the per-reference stream)."""
+    from cluster_sim.config import HardwareConfig
+    from cluster_sim.node import NodeSim
+    from cluster_sim.policies.base import make_policy
+
+    node = NodeSim(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens,
+                   load_model("llama3_1_70b"), HardwareConfig.from_mapping({"dram_bytes": "1TB"}),
+                   make_policy("lru"))
+    st = node.st
+    arrays = [st.size, st.res, st.stamp, st.pin, st.dany, st.state_bytes, *st.dcnt, node.ssd_adm_counted,
+              node.ssd_hit, trace.parent, trace.depth, trace.anchor, trace.chunk_hash]
+    return sum(a.nbytes for a in arrays) / trace.n_chunks
+
+
+def bench(name: str, overrides: list[str], repeat: int, compare: bool, n_chunks: int | None):
+    cfg = SimConfig.from_mapping(cluster_sim.compose(overrides))
+    trace, _, _ = prepare(cfg)
+    best = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        s = cluster_sim.run(cfg, trace=trace, write=False)
+        outside = time.perf_counter() - t0
+        if best is None or s.fleet["sim_wall_s"] < best[0].fleet["sim_wall_s"]:
+            best = (s, outside)
+    s, outside = best
+    f = s.fleet
+    refs = trace.chunk_refs
+    print(f"\n== {name}: {' '.join(overrides)}")
+    print(f"  requests {f['requests']:,}  chunk refs {refs:,}  chunks tracked {trace.n_chunks:,}  "
+          f"chunk_miss_ratio {f['chunk_miss_ratio']:.4f}")
+    print(f"  sim_wall_s {f['sim_wall_s']:.3f}  sim_chunk_refs_per_s {f['sim_chunk_refs_per_s']:,.0f}")
+    print(f"  run() timed from outside {outside:.3f} s (includes floors and summary) -> "
+          f"{refs / outside:,.0f} refs/s; sim_wall_s / outside = {f['sim_wall_s'] / outside:.2f}")
+    tracemalloc.start()
+    cluster_sim.run(cfg, trace=trace, write=False)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(f"  memory: {state_bytes_per_chunk(trace):.0f} B/chunk of per-chunk state; "
+          f"replay peak (tracemalloc) {peak / trace.n_chunks:.0f} B per tracked chunk")
+    if compare:
+        r = lcs_lru(trace, n_chunks)
+        if r is None:
+            print("  libCacheSim: not installed (pip install -e '.[ref]')")
+        else:
+            rate, ratio = r
+            print(f"  libCacheSim LRU(process_trace): {rate:,.0f} refs/s, miss ratio {ratio:.4f}  ->  "
+                  f"cluster_sim / libCacheSim = {f['sim_chunk_refs_per_s'] / rate:.3f}x")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    llama = load_model("llama3_1_70b")
+    # bundled default: 256-token chunks; DRAM of 2,000 chunks
+    n = 2000
+    dram = n * llama.fa_bytes(256)
+    single = ["model=llama3_1_70b", "policy=lru", "hardware.hbm_cache_bytes=0", "hardware.ssd_bytes=0",
+              f"hardware.dram_bytes={dram}"]
+    bench("default trace, single tier (libCacheSim setup)", single + ["cache.chunk_tokens=256"], args.repeat,
+          True, n)
+    bench("default trace, as configured (3 tiers, hybrid)", [], args.repeat, False, None)
+    if MOONCAKE.exists():
+        n = 4000
+        dram = n * llama.fa_bytes(512)
+        bench("Mooncake conversation, single tier (libCacheSim setup)",
+              ["workload=mooncake", f"workload.path={MOONCAKE}", "model=llama3_1_70b", "policy=lru",
+               "hardware.hbm_cache_bytes=0", "hardware.ssd_bytes=0", f"hardware.dram_bytes={dram}",
+               "cache.chunk_tokens=512"], args.repeat, True, n)
+        bench("Mooncake conversation, 3 tiers hybrid (demo hardware)",
+              ["workload=mooncake", f"workload.path={MOONCAKE}", "cache.chunk_tokens=512"], args.repeat, False, None)
+    else:
+        print(f"\n(Mooncake skipped: {MOONCAKE} not found)")
+
+
+if __name__ == "__main__":
+    main()
