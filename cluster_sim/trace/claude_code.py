@@ -340,10 +340,14 @@ class _Collector:
         counts = np.fromiter((len(a) for a in self.ids), dtype=np.int64, count=len(self.ids))
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        values = np.concatenate(self.ids) if self.ids else _EMPTY
-        self.ids = []  # free the per-request arrays before Arrow takes the values
-        if values.dtype != np.uint64:
-            values = values.astype(np.uint64)
+        # copy into one buffer, releasing each request's array as soon as it is copied: np.empty
+        # pages are only touched when written, so the peak stays near one copy of the hashes
+        values = np.empty(int(offsets[-1]), dtype=np.uint64)
+        ids, self.ids = self.ids, []
+        for i in range(len(ids)):
+            values[offsets[i]:offsets[i + 1]] = ids[i]
+            ids[i] = None
+        del ids
         category = pa.DictionaryArray.from_arrays(pa.array(cat_idx.astype(np.int32)), pa.array(list(CATEGORIES)))
 
         def cat_(parts, dtype):

@@ -14,26 +14,96 @@ import pyarrow as pa
 
 from ..errors import ConfigError, TraceError
 
-READERS = ("synthetic", "mooncake", "parquet")
+READERS = ("synthetic", "mooncake", "claude_code", "azure", "parquet")
+
+# reader / generator options (``workload.<key>`` beyond the core keys) accepted per format
+FORMAT_OPTIONS = {
+    "synthetic": ("synthetic",),
+    "mooncake": ("cache",),
+    "claude_code": ("placement", "session_rate_per_s", "arrivals", "lanes", "lane_gap_s",
+                    "hash_id_scope_override", "cache"),
+    "azure": ("synthetic",),
+    "parquet": (),
+}
+
+
+def check_workload_options(wl) -> None:
+    """Reject a ``workload.<key>`` the format does not use (ConfigError naming the key)."""
+    allowed = FORMAT_OPTIONS.get(wl.format)
+    if allowed is None:
+        raise ConfigError("workload.format", f"format {wl.format!r} is not supported; supported: {', '.join(READERS)}")
+    for key in sorted(wl.options or {}):
+        if key not in allowed:
+            known = ", ".join(allowed) if allowed else "none"
+            raise ConfigError(f"workload.{key}", f"unknown option for workload.format={wl.format} "
+                                                 f"(options of this format: {known})")
+    if "cache" in (wl.options or {}) and not isinstance(wl.options["cache"], bool):
+        raise ConfigError("workload.cache", f"expected true or false, got {wl.options['cache']!r}")
 
 
 def read_workload(wl, seed: int) -> pa.Table:
+    """The canonical table of a workload config, before the §1 filters (:func:`apply_filters`).
+
+    ``synthetic``: the seeded generator (``workload.synthetic.*`` knobs).
+    ``mooncake``: the JSONL reader, through the Parquet cache (:mod:`.cache`).
+    ``claude_code``: the session reader (through the cache, which holds the
+    unplaced sessions), then session placement (:mod:`.placement`).
+    ``azure``: the generator with one session per arrival of the CSV (:mod:`.azure`).
+    ``parquet``: a canonical table on disk.
+    ``workload.cache: false`` turns the cache off for one run.
+    """
+    check_workload_options(wl)
     fmt = wl.format
+    opts = dict(wl.options or {})
     if fmt == "synthetic":
         from .synthetic import default_spec, generate, spec_from_dict
         from dataclasses import asdict
 
         knobs = dict(asdict(default_spec()))
-        knobs.update(dict(wl.options.get("synthetic") or {}))
+        knobs.update(dict(opts.get("synthetic") or {}))
         return generate(spec_from_dict(knobs), seed)
     path = resolve_trace_path(wl.path)
     if fmt == "mooncake":
+        from .cache import cached_table
         from .mooncake import read_mooncake
-        return read_mooncake(path)
+        from .schema import conform_table, validate_table
+
+        return conform_table(cached_table("mooncake", path, {}, lambda: read_mooncake(path),
+                                          validate=validate_table, enabled=opts.get("cache", True)))
+    if fmt == "claude_code":
+        from .cache import cached_table
+        from .claude_code import read_claude_code, validate_table_unplaced
+        from .placement import place_sessions, placement_from_options
+        from .schema import conform_table
+
+        placement = placement_from_options(opts, seed)   # validate before the slow read
+        scope = opts.get("hash_id_scope_override")
+        if scope is not None and scope not in ("local", "global"):
+            raise ConfigError("workload.hash_id_scope_override", f"must be local, global or null; got {scope!r}")
+        unplaced = cached_table("claude_code", path, {"hash_id_scope_override": scope},
+                                lambda: read_claude_code(path, hash_id_scope_override=scope),
+                                validate=validate_table_unplaced, enabled=opts.get("cache", True))
+        return place_sessions(conform_table(unplaced), placement)
+    if fmt == "azure":
+        from .azure import read_azure_workload
+
+        return read_azure_workload(path, opts.get("synthetic"), seed)
     if fmt == "parquet":
         from .parquet import read_parquet
         return read_parquet(path)
     raise ConfigError("workload.format", f"format {fmt!r} is not supported yet; supported: {', '.join(READERS)}")
+
+
+def resolve_path(p, key: str) -> Path:
+    """Like :func:`resolve_trace_path` for any path-valued key (the error names ``key``)."""
+    path = Path(str(p)).expanduser()
+    if path.exists():
+        return path
+    if not path.is_absolute():
+        alt = project_root() / path
+        if alt.exists():
+            return alt
+    raise ConfigError(key, f"file not found: {p}")
 
 
 def project_root() -> Path:
@@ -76,6 +146,10 @@ def load_workload(wl, seed: int) -> pa.Table:
 
 
 def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's bytes (for a directory of session files: :func:`.cache.source_sha256`)."""
+    if Path(path).is_dir():
+        from .cache import source_sha256
+        return source_sha256(path)
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

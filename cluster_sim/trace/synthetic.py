@@ -21,7 +21,24 @@ Message and output lengths are lognormal (median, sigma). The gap between
 turns is the previous response's generation time (``decode_s_per_token`` ×
 its output tokens) plus an exponential think time. A session ends at its last
 drawn turn or just before a prompt would exceed ``max_input_tokens`` (the
-first turn's message is shortened to fit).
+first turn's message is shortened to fit). With ``think_time_sigma > 0`` the
+think time is lognormal with the same mean instead (a heavier tail).
+
+Sub-agents
+----------
+Each turn of an agent session spawns a Poisson number of sub-agents (mean
+``subagents_per_agent_turn``, default 0). A sub-agent is a conversation
+branch of its own (category ``subagent``, the parent's ``session_id``, turns
+numbered 1, 2, … within the branch): it starts when the spawning turn's
+response has been generated, runs a geometric number of turns (mean
+``subagent_turns_mean``) with short pauses, overlapping the parent's later
+turns in time, and its prompt grows like any session's, from a task message
+(``subagent_first_message_tokens``) and tool results
+(``subagent_message_tokens``). Its prompt starts with the session's system
+prompt, so parent and sub-agents share that prefix and nothing else (or,
+with ``subagent_system_prompt_tokens > 0``, with a sub-agent system prompt
+shared by the siblings and not by the parent, as in the WEKA Claude Code
+traces).
 
 Block hashes
 ------------
@@ -39,7 +56,8 @@ root, with ``mix(a, b) = splitmix64(splitmix64(a) ^ b)`` in numpy uint64
 arithmetic. Hence equal prefix ⇒ equal hash; the full-block hashes of turn
 ``k+1`` extend those of turn ``k``; turn ``k``'s final partial block gets a new
 hash once a later turn fills it; sessions sharing a system prompt share the
-hashes of its full blocks.
+hashes of its full blocks. A sub-agent is one more stream (its message and
+output keys use stream ids after the sessions').
 
 Requests are sorted by arrival (ties: session, then turn) and numbered
 ``0 … N-1`` in that order. Same spec and seed ⇒ the identical table.
@@ -55,7 +73,7 @@ import pyarrow as pa
 from cluster_sim.errors import ConfigError
 from cluster_sim.trace.schema import build_table
 
-__all__ = ["SyntheticSpec", "default_spec", "generate", "spec_from_dict", "splitmix64", "mix64"]
+__all__ = ["SyntheticSpec", "default_spec", "generate", "spec_from_dict", "spec_json", "splitmix64", "mix64"]
 
 _U64 = np.uint64
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
@@ -67,6 +85,13 @@ _TAG_ROOT = 0x524F4F54  # "ROOT"
 _TAG_SYSTEM = 0x53595354  # "SYST"
 _TAG_MESSAGE = 0x4D534747  # "MSGG"
 _TAG_OUTPUT = 0x4F555450  # "OUTP"
+_TAG_SUBAGENT_SYSTEM = 0x53554253  # "SUBS"
+
+#: Knobs added after ``traces/default.parquet`` was generated; see :func:`spec_json`.
+_LATER_KNOBS = (
+    "think_time_sigma", "subagents_per_agent_turn", "subagent_turns_mean", "subagent_first_message_tokens",
+    "subagent_message_tokens", "subagent_output_tokens", "subagent_think_time_s", "subagent_system_prompt_tokens",
+)
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
@@ -128,27 +153,57 @@ class SyntheticSpec:
     max_input_tokens: int = 32768
     """Prompt cap: a session ends before a turn whose prompt would exceed it."""
 
+    # ---- knobs added later (listed in a table's metadata only when not at their defaults)
+    think_time_sigma: float = 0.0
+    """0: exponential think times (mean ``think_time_s`` / ``agent_think_time_s``); > 0: lognormal
+    think times with the same mean and this sigma (heavier tail)."""
+    subagents_per_agent_turn: float = 0.0
+    """Mean (Poisson) number of sub-agents each agent turn spawns; 0 = none."""
+    subagent_turns_mean: float = 10.0
+    """Mean of the geometric number of requests of one sub-agent."""
+    subagent_first_message_tokens: int = 400
+    """Median length of the task a sub-agent receives (its first message)."""
+    subagent_message_tokens: int = 1500
+    """Median new input per later sub-agent turn (tool results)."""
+    subagent_output_tokens: int = 150
+    subagent_think_time_s: float = 1.0
+    subagent_system_prompt_tokens: int = 0
+    """0: a sub-agent's prompt starts with its session's system prompt (a shared prefix with the
+    parent); > 0: with a sub-agent system prompt of about this many tokens instead, one per entry
+    of the system-prompt population (siblings share it, the parent does not)."""
+
     def validate(self, prefix: str = "workload.synthetic") -> "SyntheticSpec":
         """Raise ConfigError (key ``prefix.<knob>``) for an out-of-range knob; return self."""
 
         def bad(name: str, why: str) -> None:
             raise ConfigError(f"{prefix}.{name}", f"{why}, got {getattr(self, name)!r}")
 
+        def number(name: str) -> float:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                bad(name, "must be a number")
+            return float(v)
+
         for name in ("num_sessions", "system_prompts", "block_tokens", "max_input_tokens",
                      "system_prompt_tokens", "first_message_tokens", "message_tokens",
-                     "output_tokens", "max_output_tokens", "agent_message_tokens", "agent_output_tokens"):
+                     "output_tokens", "max_output_tokens", "agent_message_tokens", "agent_output_tokens",
+                     "subagent_first_message_tokens", "subagent_message_tokens", "subagent_output_tokens"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 bad(name, "must be a positive integer")
+        v = self.subagent_system_prompt_tokens
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            bad("subagent_system_prompt_tokens", "must be a non-negative integer")
         for name in ("session_rate_per_s",):
-            if not (np.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+            if not (np.isfinite(number(name)) and number(name) > 0):
                 bad(name, "must be a positive number")
-        for name in ("turns_mean", "agent_turns_mean"):
-            if not (np.isfinite(getattr(self, name)) and getattr(self, name) >= 1):
+        for name in ("turns_mean", "agent_turns_mean", "subagent_turns_mean"):
+            if not (np.isfinite(number(name)) and number(name) >= 1):
                 bad(name, "must be >= 1")
         for name in ("think_time_s", "agent_think_time_s", "decode_s_per_token", "system_prompt_zipf",
-                     "system_prompt_sigma", "first_message_sigma", "message_sigma", "output_sigma"):
-            if not (np.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                     "system_prompt_sigma", "first_message_sigma", "message_sigma", "output_sigma",
+                     "think_time_sigma", "subagents_per_agent_turn", "subagent_think_time_s"):
+            if not (np.isfinite(number(name)) and number(name) >= 0):
                 bad(name, "must be a non-negative number")
         if not 0 <= self.agent_fraction <= 1:
             bad("agent_fraction", "must be in [0, 1]")
@@ -211,11 +266,59 @@ def _lognormal_int(z: np.ndarray, median: np.ndarray, sigma: np.ndarray, lo: int
     return np.clip(vals, lo, hi).astype(np.int64)
 
 
+def _stream_turns(rng: np.random.Generator, spec: SyntheticSpec, n_turns: np.ndarray, sys_len: np.ndarray,
+                  start: np.ndarray, first_median: np.ndarray, msg_median: np.ndarray, out_median: np.ndarray,
+                  think_mean: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The turns of a group of streams (one conversation branch each), the cap applied.
+
+    Per-stream inputs: number of turns, system-prompt length, start time and
+    the medians / mean think time of its turns. Draws, in this order, the
+    message lengths, output lengths and think times of every turn. Returns
+    per-turn ``(stream, turn, msg, out, prompt_len, arrival)`` (stream = index
+    into the inputs), grouped by stream in order, turns ascending.
+    """
+    cap = spec.max_input_tokens
+    R0 = int(n_turns.sum())
+    t_sess = np.repeat(np.arange(len(n_turns)), n_turns)
+    t_turn = _ragged_arange(n_turns) + 1
+    first_of_session = np.cumsum(n_turns) - n_turns
+
+    msg_med = np.where(t_turn == 1, first_median[t_sess], msg_median[t_sess])
+    msg_sigma = np.where(t_turn == 1, spec.first_message_sigma, spec.message_sigma)
+    msg = _lognormal_int(rng.standard_normal(R0), msg_med.astype(np.float64), msg_sigma, 1, cap)
+    out = _lognormal_int(rng.standard_normal(R0), out_median[t_sess].astype(np.float64), spec.output_sigma, 1,
+                         spec.max_output_tokens)
+    if spec.think_time_sigma > 0:  # lognormal with the same mean
+        sig = spec.think_time_sigma
+        think = np.exp(sig * rng.standard_normal(R0) - 0.5 * sig * sig) * think_mean[t_sess]
+    else:
+        think = rng.exponential(1.0, R0) * think_mean[t_sess]
+
+    # the first message is shortened so that every stream keeps its first turn
+    msg[first_of_session] = np.minimum(msg[first_of_session], cap - sys_len)
+
+    prev_out = np.concatenate([[0], out[:-1]])
+    prev_out[first_of_session] = 0
+    growth = msg + prev_out
+    growth[first_of_session] += sys_len
+    prompt_len = _segmented_cumsum(growth, first_of_session)
+
+    gap = prev_out * spec.decode_s_per_token + think
+    gap[first_of_session] = 0.0
+    arrival = start[t_sess] + _segmented_cumsum(gap, first_of_session)
+
+    # the cap: a stream ends before its first over-long prompt
+    keep = prompt_len <= cap  # prompt lengths grow within a stream: keep is a prefix
+    return tuple(a[keep] for a in (t_sess, t_turn, msg, out, prompt_len, arrival))
+
+
 def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     """Generate the canonical trace table for ``spec`` with random seed ``seed`` (an int >= 0).
 
     All randomness comes from ``numpy.random.default_rng(seed)``, drawn in a
-    fixed order, so the same spec and seed give the identical table.
+    fixed order, so the same spec and seed give the identical table. The
+    draws of sub-agents come after all the others, so a spec without
+    sub-agents gives the table it gave before sub-agents existed.
     """
     spec.validate()
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -240,55 +343,76 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     )
     sys_idx = rng.choice(P, size=S, p=weights / weights.sum())
     sys_len = prompt_len_pop[sys_idx]
+    sys_key = mix64(mix64(ns, np.full(P, _TAG_SYSTEM, dtype=_U64)), np.arange(P, dtype=_U64))
 
-    # ---- turns (before the cap) -----------------------------------------
-    R0 = int(n_turns.sum())
-    t_sess = np.repeat(np.arange(S), n_turns)
-    t_turn = _ragged_arange(n_turns) + 1
-    first_of_session = np.cumsum(n_turns) - n_turns
-    agent_t = is_agent[t_sess]
-
-    msg_median = np.where(t_turn == 1, spec.first_message_tokens,
-                          np.where(agent_t, spec.agent_message_tokens, spec.message_tokens))
-    msg_sigma = np.where(t_turn == 1, spec.first_message_sigma, spec.message_sigma)
-    msg = _lognormal_int(rng.standard_normal(R0), msg_median.astype(np.float64), msg_sigma, 1, cap)
-    out_median = np.where(agent_t, spec.agent_output_tokens, spec.output_tokens).astype(np.float64)
-    out = _lognormal_int(rng.standard_normal(R0), out_median, spec.output_sigma, 1, spec.max_output_tokens)
-    think = rng.exponential(1.0, R0) * np.where(agent_t, spec.agent_think_time_s, spec.think_time_s)
-
-    # the first message is shortened so that every session keeps its first turn
-    msg[first_of_session] = np.minimum(msg[first_of_session], cap - sys_len)
-
-    prev_out = np.concatenate([[0], out[:-1]])
-    prev_out[first_of_session] = 0
-    growth = msg + prev_out
-    growth[first_of_session] += sys_len
-    prompt_len = _segmented_cumsum(growth, first_of_session)
-
-    gap = prev_out * spec.decode_s_per_token + think
-    gap[first_of_session] = 0.0
-    arrival = session_start[t_sess] + _segmented_cumsum(gap, first_of_session)
-
-    # ---- the cap: a session ends before its first over-long prompt --------
-    keep = prompt_len <= cap  # prompt lengths grow within a session: keep is a prefix
-    t_sess, t_turn, msg, out, prompt_len, arrival = (
-        a[keep] for a in (t_sess, t_turn, msg, out, prompt_len, arrival)
+    # ---- the sessions' own turns ------------------------------------------
+    t_sess, t_turn, msg, out, prompt_len, arrival = _stream_turns(
+        rng, spec, n_turns, sys_len, session_start,
+        first_median=np.full(S, spec.first_message_tokens),
+        msg_median=np.where(is_agent, spec.agent_message_tokens, spec.message_tokens),
+        out_median=np.where(is_agent, spec.agent_output_tokens, spec.output_tokens),
+        think_mean=np.where(is_agent, spec.agent_think_time_s, spec.think_time_s),
     )
-    agent_t = is_agent[t_sess]
+    # streams: one per session (stream id = session id), then one per sub-agent
+    stream_session = np.arange(S, dtype=np.int64)
+    stream_kind = is_agent.astype(np.int32)  # 0 text, 1 agent, 2 subagent
+    stream_sys_key = sys_key[sys_idx]
+    stream_sys_len = sys_len
+
+    # ---- sub-agents: branches spawned by agent turns ----------------------
+    if spec.subagents_per_agent_turn > 0 and is_agent.any():
+        spawning = np.flatnonzero(is_agent[t_sess])  # kept agent turns
+        k = rng.poisson(spec.subagents_per_agent_turn, len(spawning))
+        parent_turn = np.repeat(spawning, k)
+        A = len(parent_turn)
+        if A:
+            a_sess = t_sess[parent_turn]
+            # a sub-agent starts when the response that launched it is generated
+            a_start = arrival[parent_turn] + out[parent_turn] * spec.decode_s_per_token
+            a_turns = rng.geometric(1.0 / spec.subagent_turns_mean, A)
+            if spec.subagent_system_prompt_tokens > 0:
+                # its own system prompt, one per entry of the population (siblings share it)
+                sub_pop_len = _lognormal_int(rng.standard_normal(P), spec.subagent_system_prompt_tokens,
+                                             spec.system_prompt_sigma, 1, cap - 1)
+                sub_key = mix64(mix64(ns, np.full(P, _TAG_SUBAGENT_SYSTEM, dtype=_U64)), np.arange(P, dtype=_U64))
+                a_sys_len = sub_pop_len[sys_idx[a_sess]]
+                a_sys_key = sub_key[sys_idx[a_sess]]
+            else:  # the session's system prompt: shared prefix with the parent
+                a_sys_len = sys_len[a_sess]
+                a_sys_key = sys_key[sys_idx[a_sess]]
+            s_str, s_turn, s_msg, s_out, s_len, s_arr = _stream_turns(
+                rng, spec, a_turns, a_sys_len, a_start,
+                first_median=np.full(A, spec.subagent_first_message_tokens),
+                msg_median=np.full(A, spec.subagent_message_tokens),
+                out_median=np.full(A, spec.subagent_output_tokens),
+                think_mean=np.full(A, spec.subagent_think_time_s),
+            )
+            t_sess = np.concatenate([t_sess, s_str + S])
+            t_turn = np.concatenate([t_turn, s_turn])
+            msg = np.concatenate([msg, s_msg])
+            out = np.concatenate([out, s_out])
+            prompt_len = np.concatenate([prompt_len, s_len])
+            arrival = np.concatenate([arrival, s_arr])
+            stream_session = np.concatenate([stream_session, a_sess.astype(np.int64)])
+            stream_kind = np.concatenate([stream_kind, np.full(A, 2, dtype=np.int32)])
+            stream_sys_key = np.concatenate([stream_sys_key, a_sys_key])
+            stream_sys_len = np.concatenate([stream_sys_len, a_sys_len])
+
+    # From here on a "session" is a stream: t_sess indexes streams, grouped in order.
+    NS = len(stream_session)
     R = len(t_sess)
-    kept_turns = np.bincount(t_sess, minlength=S)
+    kept_turns = np.bincount(t_sess, minlength=NS)
     first_turn = np.cumsum(kept_turns) - kept_turns
     last_turn = first_turn + kept_turns - 1
-    stream_len = prompt_len[last_turn]  # each session's stream = its last prompt
+    stream_len = prompt_len[last_turn]  # each stream = its last prompt
 
-    # ---- segments of every session stream, in one global token coordinate --
+    # ---- segments of every stream, in one global token coordinate ---------
     base = np.cumsum(stream_len) - stream_len
     is_last = np.zeros(R, dtype=bool)
     is_last[last_turn] = True
     sess_u = t_sess.astype(_U64)
     turn_u = t_turn.astype(_U64)
 
-    sys_key = mix64(mix64(ns, np.full(P, _TAG_SYSTEM, dtype=_U64)), np.arange(P, dtype=_U64))
     msg_key = mix64(mix64(mix64(ns, np.full(R, _TAG_MESSAGE, dtype=_U64)), sess_u), turn_u)
     out_key = mix64(mix64(mix64(ns, np.full(R, _TAG_OUTPUT, dtype=_U64)), sess_u), turn_u)
 
@@ -298,7 +422,7 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
         base[t_sess] + prompt_len - msg,                 # user message k
         (base[t_sess] + prompt_len)[o_mask],             # output k, before message k+1
     ])
-    seg_key = np.concatenate([sys_key[sys_idx], msg_key, out_key[o_mask]])
+    seg_key = np.concatenate([stream_sys_key, msg_key, out_key[o_mask]])
     order = np.argsort(seg_start, kind="stable")
     seg_start = seg_start[order]
     seg_key = seg_key[order]
@@ -308,9 +432,9 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
 
     # ---- blocks: every full block of each stream, and each turn's partial tail
     n_full = stream_len // B
-    full_first = np.cumsum(n_full) - n_full  # index of a session's first full block
+    full_first = np.cumsum(n_full) - n_full  # index of a stream's first full block
     NF = int(n_full.sum())
-    fb_sess = np.repeat(np.arange(S), n_full)
+    fb_sess = np.repeat(np.arange(NS), n_full)
     fb_a = base[fb_sess] + _ragged_arange(n_full) * B
     fb_b = fb_a + B
     has_tail = prompt_len % B > 0
@@ -333,14 +457,14 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     piece_start = np.cumsum(n_pieces) - n_pieces
     content = splitmix64(np.add.reduceat(piece, piece_start) if len(piece) else piece)
 
-    # chain the full blocks of every stream, one depth at a time across sessions
+    # chain the full blocks of every stream, one depth at a time across streams
     root = mix64(ns, np.array([_TAG_ROOT], dtype=_U64))
     full_hash = np.empty(NF, dtype=_U64)
     by_depth = np.argsort(-n_full, kind="stable")
     n_sorted = n_full[by_depth]
     first_sorted = full_first[by_depth]
-    max_depth = int(n_sorted[0]) if S else 0
-    # the sessions with more than j full blocks are a prefix of that order
+    max_depth = int(n_sorted[0]) if NS else 0
+    # the streams with more than j full blocks are a prefix of that order
     active = np.searchsorted(-n_sorted, -np.arange(max_depth), side="left")
     for j, c in enumerate(active):
         idx = first_sorted[:c] + j
@@ -371,9 +495,8 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     gather[offsets[1:][with_tail] - 1] = NF + r_tail[with_tail]
     values = np.concatenate([full_hash, tail_hash])[gather]
 
-    category = pa.DictionaryArray.from_arrays(
-        pa.array(agent_t[req_order].astype(np.int32)), pa.array(["text", "agent"])
-    )
+    kinds = ["text", "agent"] + (["subagent"] if NS > S else [])
+    category = pa.DictionaryArray.from_arrays(pa.array(stream_kind[r_sess]), pa.array(kinds))
     table = build_table(
         arrival_s=arrival[req_order],
         input_tokens=prompt_len[req_order].astype(np.int32),
@@ -381,14 +504,29 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
         block_hashes=(offsets, values),
         block_tokens=B,
         source=f"synthetic(seed={seed})",
-        session_id=r_sess.astype(np.int64),
+        session_id=stream_session[r_sess],
         category=category,
         turn=t_turn[req_order].astype(np.int32),
     )
     meta = dict(table.schema.metadata)
-    meta[b"synthetic_spec"] = json.dumps(asdict(spec), sort_keys=True).encode()
+    meta[b"synthetic_spec"] = spec_json(spec).encode()
     meta[b"synthetic_seed"] = str(seed).encode()
     return table.replace_schema_metadata(meta)
+
+
+def spec_json(spec: SyntheticSpec) -> str:
+    """The spec as the JSON stored in a generated table's metadata.
+
+    Knobs added after the first release (:data:`_LATER_KNOBS`) are listed only
+    when they differ from their defaults, so a trace generated before they
+    existed (``traces/default.parquet``) keeps its exact metadata.
+    """
+    d = asdict(spec)
+    defaults = {f.name: f.default for f in fields(SyntheticSpec)}
+    for name in _LATER_KNOBS:
+        if d[name] == defaults[name]:
+            del d[name]
+    return json.dumps(d, sort_keys=True)
 
 
 def spec_from_dict(values: dict) -> SyntheticSpec:
