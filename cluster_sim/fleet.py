@@ -52,8 +52,13 @@ def run_node(trace, idx: np.ndarray, cfg, node_index: int) -> tuple[NodeStats, d
     """Replay the requests ``idx`` on one node. Returns its stats and per-request series."""
     hw = cfg.hardware_for_node(node_index)
     policy = make_policy(cfg.policy.name, cfg.policy.params)
+    future = None
+    if policy.needs_future:
+        from .policies.base import FutureStream
+        sub = trace.subset(idx)
+        future = FutureStream(offsets=sub.offsets, flat=sub.flat, arrival_s=sub.arrival_s)
     node = NodeSim(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens, cfg.model, hw,
-                   policy, node_index=node_index, rng=node_rng(cfg.seed, node_index))
+                   policy, node_index=node_index, rng=node_rng(cfg.seed, node_index), future=future)
     off = trace.offsets
     flat = trace.flat
     arr = trace.arrival_s[idx].tolist()

@@ -29,7 +29,7 @@ import numpy as np
 
 from .cache.state import BIT, DEMOTE, DRAM, DROP, HBM, NO_TIER, SSD, CacheState
 from .metrics import NodeStats
-from .policies.base import NodeContext, Policy, RequestMeta, lru_select
+from .policies.base import FutureStream, NodeContext, Policy, RequestMeta, lru_select
 
 _TIER_KEYS = ("hbm", "dram", "ssd")
 
@@ -76,9 +76,11 @@ class NodeSim:
         self.node_index = node_index
         policy.bind(NodeContext(state=self.st, model=model, hardware=hardware, chunk_tokens=self.ct,
                                 rng=rng if rng is not None else np.random.default_rng(0),
-                                node_index=node_index, future=future))
+                                node_index=node_index, future=future,
+                                request_ssd_admission=self._queue_admission))
         if policy.wants_residency_events:
             self.st.listeners.append(policy)
+        self._admit_queue: list[int] = []
         self.stats = NodeStats()
         self.seq = 0
         self.busy_until = 0.0
@@ -165,6 +167,8 @@ class NodeSim:
                            input_tokens=input_tokens, output_tokens=output_tokens, path=path,
                            hit_chunks=h, resident_chunks=r)
         self.policy.on_access(fa if q < 0 else np.append(fa, q), now, meta)
+        if self._admit_queue:
+            self._drain_admissions()
 
         # ---- load reused payloads into the entry tier
         if h and self.entry in (HBM, DRAM):
@@ -181,6 +185,8 @@ class NodeSim:
                 skipped += sum(int(st.size[fa[k - 1] + 1]) for k in checkpoint_positions(self.mode, h, r, m))
         if created:
             self.policy.on_insert(np.asarray(created, dtype=np.int64), now)
+        if self._admit_queue:
+            self._drain_admissions()
         if created and self.policy.uses_admit_on_insert and st.cap[SSD] > 0:
             for p in created:
                 if st.res[p] and not st.res[p] & 4 and st.cap[SSD] > 0 and self.policy.admit_on_insert(p, now):
@@ -366,6 +372,19 @@ class NodeSim:
         for x, tt in self.st.remove_copy(p, t):
             if tt == SSD:
                 self._close_ssd_copy(x)
+
+    def _queue_admission(self, p: int) -> None:
+        self._admit_queue.append(int(p))
+
+    def _drain_admissions(self) -> None:
+        st = self.st
+        while self._admit_queue:
+            q, self._admit_queue = self._admit_queue, []
+            if st.cap[SSD] <= 0:
+                continue
+            for p in q:
+                if st.res[p] and not st.res[p] & 4:
+                    self._write_ssd(p)
 
     def _write_ssd(self, p: int) -> None:
         """Write-through admission of a resident payload (room is made first)."""

@@ -25,6 +25,14 @@ seconds (after ``time_scale``); no policy reads a clock or a global:
   only if the policy sets ``wants_residency_events = True``).
 * ``tick(now)`` before each request, for periodic work.
 * ``counters() -> dict`` policy-specific counters, reported as ``policy.<name>.<key>``.
+
+Beyond the contract's calls, a policy may ask for an SSD write at any time with
+``ctx.request_ssd_admission(p)`` (e.g. from ``on_enter(DRAM, p)`` for write-through
+on entering DRAM, or from ``on_access`` once a payload reached a hit threshold): the
+node performs queued admissions right after the call returns, making room on the
+SSD through ``select_victims(SSD, ...)``; a payload already on the SSD, or no longer
+resident anywhere, is skipped. A policy that sets ``needs_future = True`` receives the
+node's whole request stream as ``ctx.future`` (only the oracle may do this).
 """
 from __future__ import annotations
 
@@ -65,13 +73,26 @@ class NodeContext:
     chunk_tokens: int
     rng: np.random.Generator  # this node's stream, derived from the root seed
     node_index: int
-    future: Any = None        # only for the oracle: the node's request stream
+    future: Any = None        # only for policies with needs_future (the oracle): a FutureStream
+    request_ssd_admission: Any = None   # callable(p): ask the node to write p to SSD (see Policy docs)
+
+
+@dataclass
+class FutureStream:
+    """The node's whole request stream, for hindsight policies only (``needs_future = True``).
+
+    Request ``j`` of this node (``j`` = ``RequestMeta.seq - 1``) has chunk path
+    ``flat[offsets[j]:offsets[j+1]]`` and arrival ``arrival_s[j]``."""
+    offsets: np.ndarray
+    flat: np.ndarray
+    arrival_s: np.ndarray
 
 
 class Policy:
     name = "base"
     wants_residency_events = False
     uses_admit_on_insert = False     # set True if admit_on_insert may return True
+    needs_future = False             # hindsight policies only
 
     def __init__(self, **params):
         if params:
@@ -231,6 +252,15 @@ class Tentative:
 # ---- registry ----------------------------------------------------------------
 _REGISTRY: dict[str, str] = {
     "lru": "cluster_sim.policies.lru:LRUPolicy",
+    "gandalf": "cluster_sim.policies.gandalf:GandalfPolicy",
+    "write_through": "cluster_sim.policies.write_through:WriteThroughPolicy",
+    "write_through_selective": "cluster_sim.policies.write_through:WriteThroughSelectivePolicy",
+    "lru_k": "cluster_sim.policies.lru_k:LRUKPolicy",
+    "hot_prefix": "cluster_sim.policies.hot_prefix:HotPrefixPolicy",
+    "marconi": "cluster_sim.policies.marconi:MarconiPolicy",
+    "workload_aware": "cluster_sim.policies.workload_aware:WorkloadAwarePolicy",
+    "dynamic_random": "cluster_sim.policies.dynamic_random:DynamicRandomPolicy",
+    "oracle": "cluster_sim.policies.oracle:OraclePolicy",
 }
 
 
@@ -239,12 +269,18 @@ def register(name: str, target: str) -> None:
     _REGISTRY[name] = target
 
 
+def _available(name: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(_REGISTRY[name].split(":")[0]) is not None
+
+
 def known_policies() -> list[str]:
-    return sorted(_REGISTRY)
+    """Registered policies whose module exists in this version."""
+    return sorted(n for n in _REGISTRY if _available(n))
 
 
 def make_policy(name: str, params: dict | None = None) -> Policy:
-    if name not in _REGISTRY:
+    if name not in _REGISTRY or not _available(name):
         raise ConfigError("policy", f"unknown policy {name!r}; known: {', '.join(known_policies())}")
     mod, cls = _REGISTRY[name].split(":")
     klass = getattr(importlib.import_module(mod), cls)

@@ -45,6 +45,7 @@ __all__ = ["cache_dir", "source_sha256", "cache_key", "cache_path", "cached_tabl
 ENV_VAR = "CLUSTER_SIM_CACHE"
 READER_VERSIONS = {"claude_code": 1, "mooncake": 1}
 _KEY_META = b"cache_key"
+_ROW_GROUP_ROWS = 2048  # ~4 M hashes per row group for WEKA: bounded writer and reader buffers
 
 
 def cache_dir() -> Path:
@@ -96,6 +97,8 @@ def _load(path: Path, key_json: bytes, validate: Callable[[pa.Table, str], None]
         return None
     try:
         table = pq.read_table(path, page_checksum_verification=True)
+        table = table.combine_chunks()  # one chunk per column, as the readers give (row groups → chunks)
+        pa.default_memory_pool().release_unused()
         meta = dict(table.schema.metadata or {})
         if meta.get(_KEY_META) != key_json:
             raise ValueError("cache key mismatch")
@@ -120,13 +123,15 @@ def _store(path: Path, table: pa.Table, key_json: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         os.close(fd)
-        pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd", write_page_checksum=True)
+        pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd", write_page_checksum=True,
+                       row_group_size=_ROW_GROUP_ROWS)
         os.replace(tmp, path)
         tmp = None
     except (OSError, pa.ArrowException) as exc:
         warnings.warn(f"cluster_sim: cannot write the trace cache {path} ({exc}); continuing without it",
                       stacklevel=3)
     finally:
+        pa.default_memory_pool().release_unused()
         if tmp is not None:
             try:
                 os.unlink(tmp)
