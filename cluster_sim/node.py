@@ -265,7 +265,13 @@ class NodeSim:
             order = sorted([(r + 1 + i, 0, p) for i, p in enumerate(created)] + [(k, 1, qq) for k, qq in states])
             skipped = self._resolve_or_trim(t, [p for _, _, p in order], count_skipped=True)
         created.extend(qq for _, qq in states)
-        return skipped, [p for p in created if st.res[p]]
+        placed = [p for p in created if st.res[p]]
+        if t == SSD:
+            # HBM and DRAM absent: every new payload is an SSD admission (a write)
+            for p in placed:
+                if st.res[p] & 4:
+                    self._count_ssd_write(p)
+        return skipped, placed
 
     def _resolve_or_trim(self, t: int, order: list[int], count_skipped: bool) -> int:
         """Resolve overflow of tier ``t``; if impossible, remove copies from the end of
@@ -344,28 +350,31 @@ class NodeSim:
 
     def _demote(self, ps: list[int], t: int, dest: int) -> bool:
         """Move the tier-``t`` copies of ``ps`` to ``dest``: they enter ``dest`` (written if it is the
-        SSD and no valid copy exists), ``dest`` resolves its overflow through its policy (which may
-        pick these very payloads), then the ``t`` copies go."""
+        SSD and no valid copy exists) and leave ``t``; then ``dest`` resolves its overflow through its
+        policy, which may pick these very payloads (seeing them, correctly, as copies in ``dest``
+        only). If ``dest`` cannot make room, the move is undone and False returned."""
         st = self.st
         bit, dbit = BIT[t], BIT[dest]
         ps = [p for p in ps if st.res[p] & bit]
+        if not ps:
+            return True
         new = [p for p in ps if not st.res[p] & dbit]
         if new:
             if dest == SSD:
                 for p in new:
                     self._count_ssd_write(p)
             st.add_copies(new, dest)
-            if st.used[dest] > st.cap[dest] and not self._make_room(dest, st.used[dest] - st.cap[dest]):
-                back = [p for p in new if st.res[p] & dbit and st.res[p] & bit]
-                for p in back:
-                    self._remove(p, dest)
-                return False
-        # a payload may already be gone (a STATE whose FA lost its last copy meanwhile)
-        live = [p for p in ps if st.res[p] & bit]
-        if live:
-            for x, tt in st.remove_copies(live, t):
-                if tt == SSD:
-                    self._close_ssd_copy(x)
+        for x, tt in st.remove_copies(ps, t):
+            if tt == SSD:
+                self._close_ssd_copy(x)
+        if st.used[dest] > st.cap[dest] and not self._make_room(dest, st.used[dest] - st.cap[dest]):
+            newset = set(new)
+            back = [p for p in ps if st.res[p] & dbit]       # a payload dest dropped is gone for good
+            st.add_copies(back, t)
+            drop_new = [p for p in back if p in newset]
+            for p in drop_new:
+                self._remove(p, dest)
+            return False
         return True
 
     def _remove(self, p: int, t: int) -> None:

@@ -10,6 +10,8 @@ from cluster_sim.model import load_model
 from simhelpers import make_node, trace_from_paths
 
 MODELS = ["qwen3_next_80b_a3b", "llama3_1_70b", "gemma3_27b", "kimi_linear_48b_a3b"]
+POLICIES = [("lru", {}), ("gandalf", {}), ("gandalf", {"alpha": 0}), ("gandalf", {"placement": "strict"}),
+            ("gandalf", {"alpha": "inf", "victim_loss": "shadow_price"}), ("gandalf", {"tau_s": 5.0, "objective": "chunks"})]
 
 
 @st.composite
@@ -29,19 +31,20 @@ def workloads(draw):
     mode = draw(st.sampled_from(["last", "last_and_branch", "every_chunk"]))
     # capacities in chunks' worth of FA; a state is several chunks' worth
     caps = [draw(st.integers(0, 12)) for _ in range(3)]
-    return paths, model, mode, caps
+    policy = draw(st.sampled_from(POLICIES))
+    return paths, model, mode, caps, policy
 
 
 @given(workloads())
 def test_invariants_hold_after_every_request(w):
-    paths, model_name, mode, caps = w
+    paths, model_name, mode, caps, (policy, params) = w
     model = load_model(model_name, state_checkpoints=mode)
     tr = trace_from_paths(paths)
     F = model.fa_bytes(256)
     S = model.state_bytes(256) if model.has_state else 0
     unit = F + S // 3
-    node = make_node(tr, model, hbm_cache_bytes=caps[0] * unit, dram_bytes=caps[1] * unit,
-                     ssd_bytes=caps[2] * unit)
+    node = make_node(tr, model, policy=policy, policy_params=params, hbm_cache_bytes=caps[0] * unit,
+                     dram_bytes=caps[1] * unit, ssd_bytes=caps[2] * unit)
     st_ = node.st
     admitted = []
     orig_add = st_.add_copy
@@ -58,14 +61,31 @@ def test_invariants_hold_after_every_request(w):
             admitted.extend(int(st_.size[p]) for p in ps)
         orig_add_many(ps, t)
 
+    placed = []           # SSD as entry tier: new payloads placed directly (kept unless trimmed)
+    orig_path, orig_state = st_.add_path_fa, st_.add_state
+
+    def spy_path(t, path, mask):
+        if t == SSD:
+            placed.extend((2 * path[mask]).tolist())
+        orig_path(t, path, mask)
+
+    def spy_state(q, t):
+        if t == SSD:
+            placed.append(q)
+        orig_state(q, t)
+
     st_.add_copy = spy
     st_.add_copies = spy_many
+    st_.add_path_fa = spy_path
+    st_.add_state = spy_state
     for i in range(tr.n_requests):
         path = tr.path(i)
         res_before = st_.res.copy()
         fa_res = res_before[2 * path] != 0
         r_ind = int(np.argmin(fa_res)) if not fa_res.all() else len(path)
         rec = node.process(path, int(tr.input_tokens[i]), float(tr.arrival_s[i]))
+        admitted.extend(int(st_.size[p]) for p in placed if st_.res[p] & 4)   # new payloads are pinned
+        placed.clear()
         h = rec["h"]
         # hit length never beyond the matched FA path
         assert h <= r_ind and rec["r"] == r_ind
@@ -90,7 +110,7 @@ def test_invariants_hold_after_every_request(w):
 def test_unbounded_cache_reaches_the_floor(w):
     from cluster_sim.node import floor_pass
 
-    paths, model_name, mode, _ = w
+    paths, model_name, mode, _, _ = w
     model = load_model(model_name, state_checkpoints=mode)
     tr = trace_from_paths(paths)
     node = make_node(tr, model, dram_bytes="1PB")

@@ -67,7 +67,7 @@ class CacheState:
         self._log_s = np.zeros(1 << 16, dtype=np.int64)
         self.log_n = 0
         self.lrus: list[list[TierLRU]] = [[], [], []]
-        self.listeners = []              # objects with on_enter(tier, p) / on_leave(tier, p)
+        self.listeners = []   # objects with on_enter/on_leave(tier, p), on_leaf(tier, c), on_global_leaf(c)
 
     # ---- small helpers -------------------------------------------------
     def ancestors(self, c: int) -> np.ndarray:
@@ -204,7 +204,29 @@ class CacheState:
                             removed.append((q, tt))
                             for li in self.listeners:
                                 li.on_leave(tt, q)
+            if self.listeners:
+                self._leaf_events(t, c, anc, now == 0)
         return removed
+
+    def _leaf_events(self, t: int, c: int, anc: np.ndarray, gone: bool) -> None:
+        """After chunk ``c``'s FA left tier ``t``: tell listeners which ancestor became a
+        leaf in ``t`` (its nearest ancestor in ``t``, if no descendant remains there) and,
+        if ``c`` lost its last copy, whether its parent has no resident descendant left."""
+        if not len(anc):
+            return
+        bit = BIT[t]
+        par = int(anc[-1])
+        if self.res[2 * par] & bit:
+            y = par
+        else:
+            hit = np.flatnonzero(self.res[2 * anc] & bit)
+            y = int(anc[hit[-1]]) if len(hit) else -1
+        if y >= 0 and self.dcnt[t][y] == 0:
+            for li in self.listeners:
+                li.on_leaf(t, y)
+        if gone and self.dany[par] == 0 and self.res[2 * par]:
+            for li in self.listeners:
+                li.on_global_leaf(par)
 
     def remove_copies(self, ps: list[int], t: int) -> list[tuple[int, int]]:
         """Remove the tier-``t`` copies of ``ps`` at once (same result as one by one)."""
@@ -228,9 +250,11 @@ class CacheState:
         if fa_mask.any():
             cs = arr[fa_mask] >> 1
             self._dec_ancestors(self.dcnt[t], cs)
-            lost = cs[now[fa_mask] == 0]
+            lostm = now[fa_mask] == 0
+            lost = cs[lostm]
             if len(lost):
                 self._dec_ancestors(self.dany, lost)
+            if len(lost):
                 qs = 2 * lost + 1
                 sr = self.res[qs]
                 qs = qs[sr != 0]
@@ -243,6 +267,9 @@ class CacheState:
                             for li in self.listeners:
                                 li.on_leave(tt, q)
                     self.res[q] = 0
+            if self.listeners:
+                for c, gone in zip(cs.tolist(), lostm.tolist()):
+                    self._leaf_events(t, c, self.ancestors(c), gone)
         return removed
 
     def add_copies(self, ps: list[int], t: int) -> None:

@@ -21,8 +21,10 @@ seconds (after ``time_scale``); no policy reads a clock or a global:
   ``DEMOTE`` from DRAM writes to SSD unless a valid SSD copy exists; from SSD
   it is the same as ``DROP``.
 * ``on_enter(tier, payload)`` / ``on_leave(tier, payload)``: residency changes
-  in any tier, for policies that keep candidate sets (registered as listeners
-  only if the policy sets ``wants_residency_events = True``).
+  in any tier, and ``on_leaf(tier, chunk)`` / ``on_global_leaf(chunk)`` when a
+  chunk becomes a leaf in a tier / loses its last resident descendant, for
+  policies that keep candidate sets incrementally (delivered only if the policy
+  sets ``wants_residency_events = True``).
 * ``tick(now)`` before each request, for periodic work.
 * ``counters() -> dict`` policy-specific counters, reported as ``policy.<name>.<key>``.
 
@@ -121,6 +123,13 @@ class Policy:
     def on_leave(self, tier: int, p: int) -> None:
         pass
 
+    def on_leaf(self, tier: int, c: int) -> None:
+        """Chunk ``c``'s FA copy in ``tier`` has just become a leaf there (no descendant FA left
+        in that tier): it may now be demoted (or dropped) leaf-first."""
+
+    def on_global_leaf(self, c: int) -> None:
+        """Chunk ``c`` has just lost its last resident descendant: its last copy may now be dropped."""
+
     def tick(self, now: float) -> None:
         pass
 
@@ -136,11 +145,13 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
     dropped last copy, counting the victims already chosen in this call (their
     removal can make an ancestor a leaf). ``action`` is DROP or DEMOTE (DEMOTE
     keeps the payload resident elsewhere, so it never breaks prefix closure;
-    from SSD, DEMOTE means DROP). ``accept(p)`` may veto a candidate. Atomic:
+    from SSD, DEMOTE means DROP) or a callable giving each payload's action.
+    ``accept(p)`` may veto a candidate. Atomic:
     returns [] and leaves the walker as it was if ``need`` cannot be freed.
     """
     bit = BIT[tier]
-    dropping = action == DROP or tier == SSD
+    act_of = action if callable(action) else None
+    dropping_all = (not callable(action) and action == DROP) or tier == SSD
     out: list[tuple[int, int]] = []
     taken: list[tuple[int, int]] = []
     skipped: list[tuple[int, int]] = []
@@ -164,6 +175,8 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
         if pin[p] == cur or p in chosen or (accept is not None and not accept(p)):
             skipped.append(e)
             continue
+        a = act_of(p) if act_of is not None else action
+        dropping = dropping_all or a == DROP
         if not p & 1:
             c = p >> 1
             d = int(dcnt[c])
@@ -191,7 +204,7 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
                     cred_any[par] = cred_any.get(par, 0) + 1 + int(dany[c])
         chosen.add(p)
         taken.append(e)
-        out.append((p, action))
+        out.append((p, a))
         freed += int(size[p])
     if freed < need:
         for e in taken:

@@ -1,0 +1,699 @@
+"""``gandalf``: the endurance-aware cache manager (policies.md §2, a reconstruction).
+
+Gandalf decides, when DRAM must make room, per candidate: *drop* it or *move* it
+to SSD, by comparing expected dollar costs:
+
+* ``J_drop(n) = E_hits(n) · g · C_rc(n)`` — the expected lost recomputation
+  (for a STATE, ``C_rc_lin``: the recompute from the deepest ancestor that still
+  holds a state);
+* ``J_move(n) = α·W(n) + L_vict(n) + E_hits(n) · g · (C_ld,S(n) − C_ld,D(n))`` —
+  the write fee (zero with a valid SSD copy), the expected value of the SSD
+  copies it would push out, and the slower loads.
+
+Each step removes the (candidate, action) with the least cost per byte freed.
+The SSD evicts the copy of least expected lost value per byte.
+
+Placement (§2.2): ``capacity_aware`` (default) prices both payload kinds for
+both actions; ``strict`` keeps STATE payloads off the SSD (dropped LRU), writes
+every FA payload entering DRAM to SSD at once, and evicts LRU leaf-first in
+every tier.
+
+Reuse estimate (§2.3): ``E_hits = r·H·exp(−(t − t_last)/τ)`` with a smoothed
+rate ``r = (hits + r0·T0)/(t_last − t_first + T0)`` (hits = later requests that
+demanded the chunk: policy-independent demand). STATE payloads are
+attention-type aware: a population prior (share of checkpoints ever demanded;
+chance that a demanded state is demanded again) tracked over policy-independent
+demand (each request demands the deepest checkpoint position ever created on its
+path), the per-object rate only once a state was demanded twice.
+
+Lazy heaps (§2.6): drop keys are stored in a time-invariant log form
+(``log(J_drop/S) + t_last/τ``) so passing time never reorders them; a touch only
+raises a key, so a popped entry whose fresh key is larger is re-pushed (exact).
+Move and SSD-victim keys depend on the SSD's state and on decay: they are
+re-scored at peek, re-pushed if they drifted up, at most 8 times.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..cache.lazyheap import LazyHeap
+from ..cache.state import BIT
+from ..errors import ConfigError
+from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, lru_select
+
+_INF = float("inf")
+_EPS = 1e-9
+_MAX_RESCORE = 8
+
+
+def _float(v, key):
+    if isinstance(v, str) and v.lower() in ("inf", "infinity", ".inf"):
+        return _INF
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(key, f"expected a number, got {v!r}") from None
+    if math.isnan(f) or f < 0:
+        raise ConfigError(key, f"must be a non-negative number, got {v!r}")
+    return f
+
+
+class GandalfPolicy(Policy):
+    name = "gandalf"
+    wants_residency_events = True
+
+    def __init__(self, alpha=1.0, placement="capacity_aware", tau_s=600.0, horizon_s=None, prior_rate=None,
+                 prior_window_s=None, wear_price="static", victim_loss="exact", victim_peek=64, moveset="any",
+                 objective="dollars", replays_per_day_scale=1.0):
+        self.alpha = _float(alpha, "policy.alpha")
+        if placement not in ("capacity_aware", "strict"):
+            raise ConfigError("policy.placement", f"must be capacity_aware or strict, got {placement!r}")
+        self.placement = placement
+        self.tau = _float(tau_s, "policy.tau_s")
+        if not 0 < self.tau < _INF:
+            raise ConfigError("policy.tau_s", f"must be a positive number of seconds, got {tau_s!r}")
+        self.H = self.tau if horizon_s is None else _float(horizon_s, "policy.horizon_s")
+        self.r0 = 1.0 / self.tau if prior_rate is None else _float(prior_rate, "policy.prior_rate")
+        self.T0 = self.tau if prior_window_s is None else _float(prior_window_s, "policy.prior_window_s")
+        if self.T0 <= 0:
+            raise ConfigError("policy.prior_window_s", "must be > 0")
+        if wear_price not in ("static", "budget_pressure"):
+            raise ConfigError("policy.wear_price", f"must be static or budget_pressure, got {wear_price!r}")
+        self.wear_price = wear_price
+        if victim_loss not in ("exact", "shadow_price"):
+            raise ConfigError("policy.victim_loss", f"must be exact or shadow_price, got {victim_loss!r}")
+        self.victim_loss = victim_loss
+        self.victim_peek = int(victim_peek)
+        if self.victim_peek < 1:
+            raise ConfigError("policy.victim_peek", "must be >= 1")
+        if moveset not in ("any", "root_side"):
+            raise ConfigError("policy.moveset", f"must be any or root_side, got {moveset!r}")
+        self.moveset = moveset
+        if objective not in ("dollars", "chunks"):
+            raise ConfigError("policy.objective", f"must be dollars or chunks, got {objective!r}")
+        self.objective = objective
+        self.rpd_scale = _float(replays_per_day_scale, "policy.replays_per_day_scale")
+        self.c = {k: 0 for k in ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free",
+                                 "admissions_rejected_by_fee", "ssd_evictions", "rescore_repushes")}
+
+    # ------------------------------------------------------------------ setup
+    def bind(self, ctx) -> None:
+        super().bind(ctx)
+        st = self.st
+        n2 = len(st.res)
+        U = n2 // 2
+        self.t_first = np.full(n2, np.nan)
+        self.t_last = np.full(n2, np.nan)
+        self.hits = np.zeros(n2, dtype=np.int64)
+        self.ckpt_ever = np.zeros(U, dtype=bool)
+        self.state_demands = np.zeros(U, dtype=np.int64)
+        self.n_ckpt = 0
+        self.n_demanded = 0
+        self.n_demanded_twice = 0
+        hw = ctx.hardware
+        model = ctx.model
+        ct = ctx.chunk_tokens
+        rate = hw.gpus_per_node * hw.gpu_flops * hw.mfu
+        self.g = hw.gpu_usd_per_hour * hw.gpus_per_node / 3600.0          # $ per node-second
+        maxd = int(st.depth.max()) if len(st.depth) else 1
+        d = np.arange(1, maxd + 1, dtype=np.int64)
+        crc = model.prefill_flops_array((d - 1) * ct, d * ct) / rate        # node-seconds per chunk by depth
+        if self.objective == "chunks":
+            crc = np.full(maxd, float(crc[0]))
+        self.crc = np.concatenate([[0.0], crc])
+        self.crc_cum = np.cumsum(self.crc)
+        self.host = hw.host_link_bytes_per_s
+        self.ssd_read = hw.ssd_read_bytes_per_s
+        self.ssd_lat = hw.ssd_read_latency_s
+        tbw = hw.tbw_bytes
+        self.cw = (hw.ssd_price_usd / tbw) if tbw > 0 else 0.0
+        self.waf = hw.ssd.waf
+        self.tbw = tbw
+        self.warranty_s = hw.ssd.warranty_years * 365 * 86400.0
+        self.has_ssd = st.cap[SSD] > 0
+        self.drop_heap = LazyHeap()
+        self.move_heap = LazyHeap()
+        self.ssd_heap = LazyHeap()
+        self.t0 = None
+        self.written = 0.0
+        self.write_rate = 0.0
+        self.rate_t = None
+        self.now = 0.0
+        if self.placement == "strict":
+            self.walk_dram = st.new_lru(DRAM)
+            self.walk_ssd = st.new_lru(SSD)
+
+    # ------------------------------------------------------------------ statistics
+    def on_access(self, payloads, now, meta) -> None:
+        self.now = now
+        if self.t0 is None:
+            self.t0 = now
+        path = meta.path
+        m = len(path)
+        if not m:
+            return
+        fa = 2 * path
+        seen = ~np.isnan(self.t_first[fa])
+        self.hits[fa[seen]] += 1                 # a later request demanded it (policy-independent)
+        self.t_first[fa[~seen]] = now
+        self.t_last[fa] = now
+        # STATE demand: the deepest checkpoint position ever created on the path
+        w = np.flatnonzero(self.ckpt_ever[path])
+        if len(w):
+            c = int(path[w[-1]])
+            q = 2 * c + 1
+            k = int(self.state_demands[c])
+            self.state_demands[c] = k + 1
+            if k == 0:
+                self.n_demanded += 1
+            elif k == 1:
+                self.n_demanded_twice += 1
+            if k >= 1:
+                self.hits[q] += 1
+            self.t_last[q] = now
+
+    def on_insert(self, payloads, now) -> None:
+        states = payloads[(payloads & 1) == 1]
+        if len(states):
+            cs = states >> 1
+            new = ~self.ckpt_ever[cs]
+            self.n_ckpt += int(new.sum())
+            self.ckpt_ever[cs] = True
+            fresh = np.isnan(self.t_first[states])
+            self.t_first[states[fresh]] = now
+            self.t_last[states] = now
+
+    def on_enter(self, tier, p) -> None:
+        st = self.st
+        if tier == SSD:
+            sz = float(st.size[p])
+            self.written += sz
+            if self.wear_price == "budget_pressure":
+                self._note_write(sz)
+            if self.placement != "strict":
+                self.ssd_heap.push(p, self._ssd_key(p, self.now), tie=p)
+            return
+        if self.placement == "strict":
+            if tier == DRAM and not p & 1 and self.has_ssd and not st.res[p] & 4:
+                self.ctx.request_ssd_admission(p)
+            return
+        if tier == DRAM:
+            self._push_dram(p)
+        if st.res[p] & 4 and p not in self.ssd_heap:
+            # its SSD copy is no longer the last one: evictable again
+            self.ssd_heap.push(p, self._ssd_key(p, self.now), tie=p)
+
+    def on_leave(self, tier, p) -> None:
+        if tier == DRAM:
+            self.drop_heap.discard(p)
+            self.move_heap.discard(p)
+        elif tier == SSD:
+            self.ssd_heap.discard(p)
+
+    def on_leaf(self, tier, c) -> None:
+        if self.placement == "strict":
+            return
+        p = 2 * c
+        if tier == DRAM and self.st.res[p] & 2:
+            if p not in self.drop_heap:
+                self.drop_heap.push(p, self._drop_key(p), tie=p)
+            if self.has_ssd and p not in self.move_heap:
+                self.move_heap.push(p, self._move_key(p, self.now), tie=p)
+
+    def on_global_leaf(self, c) -> None:
+        if self.placement == "strict":
+            return
+        p = 2 * c
+        r = self.st.res[p]
+        if r & 2 and p not in self.drop_heap:
+            self.drop_heap.push(p, self._drop_key(p), tie=p)
+        if r & 4 and p not in self.ssd_heap:
+            self.ssd_heap.push(p, self._ssd_key(p, self.now), tie=p)
+
+    # ------------------------------------------------------------------ estimates
+    def _rate(self, p) -> float:
+        tl = self.t_last[p]
+        if tl != tl:  # nan: never seen
+            return self.r0
+        return (self.hits[p] + self.r0 * self.T0) / (tl - self.t_first[p] + self.T0)
+
+    def e_hits(self, p: int, now: float) -> float:
+        tl = self.t_last[p]
+        if tl != tl:
+            tl = now
+        decay = math.exp(-(now - tl) / self.tau)
+        if not p & 1:
+            return self._rate(p) * self.H * decay
+        c = p >> 1
+        k = int(self.state_demands[c])
+        if k == 0:
+            prior = (self.n_demanded + 1.0) / (self.n_ckpt + 2.0)
+            return prior * decay
+        again = (self.n_demanded_twice + 1.0) / (self.n_demanded + 2.0)
+        est = again * decay
+        if k >= 2:
+            est = max(est, self._rate(p) * self.H * decay)
+        return est
+
+    def c_rc(self, p: int) -> float:
+        """Recompute cost in node-seconds of losing payload ``p`` (STATE: back to the deepest ancestor state)."""
+        st = self.st
+        c = p >> 1
+        d = int(st.depth[c])
+        if not p & 1:
+            return float(self.crc[d])
+        anc = st.ancestors(c)
+        if len(anc):
+            w = np.flatnonzero(st.res[2 * anc + 1])
+            dm = int(w[-1]) + 1 if len(w) else 0
+        else:
+            dm = 0
+        return float(self.crc_cum[d] - self.crc_cum[dm])
+
+    def _ld_dram(self, sz: float) -> float:
+        return sz / self.host
+
+    def _ld_ssd(self, sz: float) -> float:
+        return self.ssd_lat + sz / self.ssd_read + sz / self.host
+
+    def _fee(self, p: int, now: float) -> float:
+        """α·W(p): zero with a valid SSD copy (inclusive tiering); α = ∞ means 'never pay'."""
+        if self.st.res[p] & 4:
+            return 0.0
+        if self.alpha == _INF:
+            return _INF
+        return self.alpha * self._cw(now) * self.waf * float(self.st.size[p])
+
+    def _cw(self, now: float) -> float:
+        if self.wear_price == "static" or self.tbw <= 0:
+            return self.cw
+        day = 86400.0
+        elapsed = (now - (self.t0 or now)) * self.rpd_scale
+        budget_left = (self.tbw * (elapsed + day) / self.warranty_s - self.written) / day
+        if budget_left <= 0:
+            return self.cw * 1e6
+        return self.cw * max(1.0, self.write_rate * self.rpd_scale / budget_left)
+
+    def _note_write(self, sz: float) -> None:
+        now = self.now
+        if self.rate_t is None:
+            self.rate_t = now
+        dt = now - self.rate_t
+        if dt > 0:
+            self.write_rate *= math.exp(-dt / self.tau)
+            self.rate_t = now
+        self.write_rate += sz / self.tau
+
+    def j_drop(self, p: int, now: float) -> float:
+        return self.e_hits(p, now) * self.g * self.c_rc(p)
+
+    def _drop_key(self, p: int) -> float:
+        """Time-invariant drop key: log(J_drop/S at time t_last) + t_last/τ (FA); STATE keys are
+        re-scored at peek, so they use the same form at the current time."""
+        sz = float(self.st.size[p])
+        tl = self.t_last[p]
+        if tl != tl:
+            tl = self.now
+        v = self.e_hits(p, tl) * self.g * self.c_rc(p) / sz
+        return (math.log(v) if v > 0 else -1e300) + tl / self.tau
+
+    def _ssd_value(self, p: int, now: float) -> float:
+        """Expected loss of evicting ``p``'s SSD copy (≥ 0)."""
+        st = self.st
+        sz = float(st.size[p])
+        loss = max(0.0, self.e_hits(p, now) * self.g * (self.c_rc(p) - self._ld_ssd(sz)))
+        if st.res[p] != 4:          # not the last copy: at most the fee to write it again later
+            fee = self.alpha * self.cw * self.waf * sz if self.alpha != _INF else loss
+            loss = min(loss, fee)
+        return loss
+
+    def _ssd_key(self, p: int, now: float) -> float:
+        return self._ssd_value(p, now) / float(self.st.size[p])
+
+    def _move_key(self, p: int, now: float) -> float:
+        sz = float(self.st.size[p])
+        fee = self._fee(p, now)
+        if fee == _INF:
+            return _INF
+        return (fee + self.e_hits(p, now) * self.g * (self._ld_ssd(sz) - self._ld_dram(sz))) / sz
+
+    def _push_dram(self, p: int) -> None:
+        self.drop_heap.push(p, self._drop_key(p), tie=p)
+        if self.has_ssd:
+            self.move_heap.push(p, self._move_key(p, self.now), tie=p)
+
+    # ------------------------------------------------------------------ decisions
+    def select_victims(self, tier, bytes_needed, now):
+        self.now = now
+        if self.placement == "strict":
+            if tier == DRAM:
+                act = (lambda p: DROP if p & 1 else (DEMOTE if self.has_ssd else DROP))
+                out = lru_select(self.st, self.walk_dram, DRAM, bytes_needed, act)
+            else:
+                out = lru_select(self.st, self.walk_ssd, SSD, bytes_needed, DROP)
+            for p, a in out:
+                self._count(p, a, tier)
+            return out
+        if tier == SSD:
+            return self._select_ssd(bytes_needed, now)
+        return self._select_dram(bytes_needed, now)
+
+    def _count(self, p, a, tier):
+        if tier == SSD:
+            self.c["ssd_evictions"] += 1
+            return
+        kind = "state" if p & 1 else "fa"
+        if a == DEMOTE:
+            self.c[f"moves_{kind}"] += 1
+            if self.st.res[p] & 4:
+                self.c["moves_free"] += 1
+        else:
+            self.c[f"drops_{kind}"] += 1
+
+    # -- tentative leaf bookkeeping shared by both selections
+    class _Tent:
+        __slots__ = ("st", "bit", "dcnt", "cred", "cred_any", "chosen")
+
+        def __init__(self, st, tier):
+            self.st = st
+            self.bit = BIT[tier]
+            self.dcnt = st.dcnt[tier]
+            self.cred = {}
+            self.cred_any = {}
+            self.chosen = set()
+
+        def leaf(self, c):
+            d = int(self.dcnt[c])
+            return d == 0 or d == self.cred.get(c, 0)
+
+        def may_drop_last(self, c):
+            d = int(self.st.dany[c])
+            return d == 0 or d == self.cred_any.get(c, 0)
+
+        def choose(self, p, drop_last):
+            self.chosen.add(p)
+            if p & 1:
+                return
+            st = self.st
+            c = p >> 1
+            par = int(st.parent[c])
+            if par < 0:
+                return
+            bit = self.bit
+            if st.res[2 * par] & bit:
+                y = par
+            else:
+                anc = st.ancestors(c)
+                hit = np.flatnonzero(st.res[2 * anc] & bit)
+                y = int(anc[hit[-1]]) if len(hit) else -1
+            if y >= 0:
+                self.cred[y] = self.cred.get(y, 0) + 1 + int(self.dcnt[c])
+            if drop_last:
+                self.cred_any[par] = self.cred_any.get(par, 0) + 1 + int(st.dany[c])
+
+    def _drop_ok(self, p, tent):
+        """True, "later" (blocked only by this selection), or False (not in the DropSet now)."""
+        st = self.st
+        if p & 1:
+            return True
+        c = p >> 1
+        d = int(st.dcnt[DRAM][c])
+        cr = tent.cred.get(c, 0)
+        if d and d != cr:
+            return "later" if cr else False
+        if st.res[p] == 2:                     # last copy: prefix closure
+            da = int(st.dany[c])
+            ca = tent.cred_any.get(c, 0)
+            if da and da != ca:
+                return "later" if ca else False
+        return True
+
+    def _move_ok(self, p, tent):
+        st = self.st
+        if p & 1:
+            return True                       # capacity_aware: states may borrow the SSD
+        c = p >> 1
+        d = int(st.dcnt[DRAM][c])
+        if d and d != tent.cred.get(c, 0):
+            return "later" if tent.cred.get(c) else False
+        if self.moveset == "root_side":
+            par = int(st.parent[c])
+            if par >= 0 and not st.res[2 * par] & 4:
+                return "later"
+        return True
+
+    def _peek_valid(self, heap, ok, tent, aside, rescore):
+        """Pop until the top is a valid candidate; return its (fresh key, p), popped.
+
+        Invalid or ineligible entries go to ``aside`` (restored by the caller). A valid
+        entry whose fresh key drifted above the next key is re-pushed and the next one
+        tried, at most 8 times; then the current one is taken."""
+        st = self.st
+        cur = st.cur
+        tries = 0
+        while True:
+            e = heap.pop()
+            if e is None:
+                return None
+            key, tie, p = e
+            if not st.res[p] & 2:
+                continue
+            if st.pin[p] == cur or p in tent.chosen:
+                aside.append((key, p))
+                continue
+            verdict = ok(p, tent)
+            if verdict is not True:
+                if verdict == "later":        # ineligible only because of this selection's choices
+                    aside.append((key, p))
+                continue                      # structurally ineligible: back on a leaf event
+            fresh = rescore(p)
+            if tries < _MAX_RESCORE and fresh > key + _EPS * max(1.0, abs(key)):
+                nxt = heap.peek()
+                if nxt is not None and fresh > nxt[0]:
+                    tries += 1
+                    self.c["rescore_repushes"] += 1
+                    heap.push(p, fresh, tie=p)
+                    continue
+            return fresh, p
+
+    def _select_dram(self, need, now):
+        st = self.st
+        tent = self._Tent(st, DRAM)
+        out = []
+        freed = 0
+        aside_d, aside_m = [], []
+        pending_d = pending_m = None
+        ssd_free = st.cap[SSD] - st.used[SSD]
+        pool = _VictimPool(self, now)
+        tnow = now / self.tau
+        while freed < need:
+            if pending_d is None:
+                pending_d = self._peek_valid(self.drop_heap, self._drop_ok, tent, aside_d,
+                                             lambda p: self._drop_key(p))
+            if pending_m is None and self.has_ssd:
+                pending_m = self._peek_valid(self.move_heap, self._move_ok, tent, aside_m,
+                                             lambda p: self._move_key(p, now))
+            # the same payload may top both heaps: resolve by comparing its own two costs
+            if pending_d is None and pending_m is None:
+                break
+            d_cost = None
+            if pending_d is not None:
+                dk, dp = pending_d
+                d_cost = math.exp(dk - tnow) if dk > -1e299 else 0.0       # J_drop / S now
+            m_cost = None
+            m_plan = None
+            if pending_m is not None:
+                mk, mp = pending_m
+                m_cost, m_plan = self._move_cost(mp, now, pool, ssd_free)
+            take_move = False
+            if m_cost is not None and m_cost != _INF:
+                free_move = m_plan[0] == 0.0 and m_plan[1] == 0.0           # no fee, no victims
+                if free_move or d_cost is None or m_cost < d_cost:
+                    take_move = True
+            if take_move:
+                p = pending_m[1]
+                fee, lvict, vbytes = m_plan
+                if not st.res[p] & 4:
+                    ssd_free -= int(st.size[p])
+                    pool.consume(vbytes)
+                    ssd_free += vbytes
+                tent.choose(p, False)
+                out.append((p, DEMOTE))
+                freed += int(st.size[p])
+                pending_m = None
+                if pending_d is not None and pending_d[1] == p:
+                    pending_d = None
+            else:
+                if pending_d is None:
+                    break
+                p = pending_d[1]
+                if m_cost is not None and m_plan is not None and m_plan[0] > 0:
+                    self.c["admissions_rejected_by_fee"] += 1      # a paid write was declined
+                last = int(st.res[p]) == 2
+                tent.choose(p, last and not p & 1)
+                out.append((p, DROP))
+                freed += int(st.size[p])
+                pending_d = None
+                if pending_m is not None and pending_m[1] == p:
+                    pending_m = None
+        # restore what was popped but not taken
+        taken = {p for p, _ in out}
+        for key, p in aside_d:
+            if p not in taken and st.res[p] & 2:
+                self.drop_heap.push(p, key, tie=p)
+        for key, p in aside_m:
+            if p not in taken and st.res[p] & 2:
+                self.move_heap.push(p, key, tie=p)
+        if pending_d is not None and pending_d[1] not in taken:
+            self.drop_heap.push(pending_d[1], pending_d[0], tie=pending_d[1])
+        if pending_m is not None and pending_m[1] not in taken:
+            self.move_heap.push(pending_m[1], pending_m[0], tie=pending_m[1])
+        pool.restore()
+        if freed < need:
+            for p, _ in out:
+                self._push_dram(p)
+            return []
+        for p, a in out:
+            self.drop_heap.discard(p)
+            self.move_heap.discard(p)
+            self._count(p, a, DRAM)
+        return out
+
+    def _move_cost(self, p, now, pool, ssd_free):
+        """(J_move/S, (fee, L_vict, victim bytes)) with the SSD as tentatively changed by this selection."""
+        st = self.st
+        sz = float(st.size[p])
+        e = self.e_hits(p, now)
+        load = e * self.g * (self._ld_ssd(sz) - self._ld_dram(sz))
+        if st.res[p] & 4:
+            return (load / sz, (0.0, 0.0, 0))
+        fee = self._fee(p, now)
+        if fee == _INF:
+            return (_INF, (fee, 0.0, 0))
+        short = int(sz) - ssd_free
+        if short <= 0:
+            return ((fee + load) / sz, (fee, 0.0, 0))
+        lvict, vbytes = pool.cost_of(short)
+        if lvict == _INF:
+            return (_INF, (fee, lvict, 0))
+        return ((fee + lvict + load) / sz, (fee, lvict, vbytes))
+
+    def _select_ssd(self, need, now):
+        st = self.st
+        tent = self._Tent(st, SSD)
+        out = []
+        freed = 0
+        aside = []
+        cur = st.cur
+        while freed < need:
+            e = self.ssd_heap.pop()
+            if e is None:
+                break
+            key, _, p = e
+            if not st.res[p] & 4 or st.pin[p] == cur or p in tent.chosen:
+                if st.res[p] & 4:
+                    aside.append((key, p))
+                continue
+            if not p & 1 and st.res[p] == 4 and not tent.may_drop_last(p >> 1):
+                aside.append((key, p))
+                continue
+            fresh = self._ssd_key(p, now)
+            nxt = self.ssd_heap.peek()
+            if fresh > key + _EPS * max(1.0, abs(key)) and nxt is not None and fresh > nxt[0]:
+                self.c["rescore_repushes"] += 1
+                self.ssd_heap.push(p, fresh, tie=p)
+                continue
+            tent.choose(p, st.res[p] == 4 and not p & 1)
+            out.append((p, DROP))
+            aside.append((fresh, p))
+            freed += int(st.size[p])
+        taken = {p for p, _ in out}
+        if freed < need:
+            for key, p in aside:
+                self.ssd_heap.push(p, key, tie=p)
+            return []
+        for key, p in aside:
+            if p not in taken:
+                self.ssd_heap.push(p, key, tie=p)
+        self.c["ssd_evictions"] += len(out)
+        return out
+
+    def counters(self):
+        c = dict(self.c)
+        c["stale_pops"] = self.drop_heap.stale_pops + self.move_heap.stale_pops + self.ssd_heap.stale_pops
+        c["heap_rebuilds"] = self.drop_heap.rebuilds + self.move_heap.rebuilds + self.ssd_heap.rebuilds
+        c["states_checkpointed"] = self.n_ckpt
+        c["states_demanded"] = self.n_demanded
+        c["states_demanded_twice"] = self.n_demanded_twice
+        return c
+
+
+class _VictimPool:
+    """The cheapest SSD victims (per byte), materialised lazily for one DRAM selection, so that
+    successive moves in the same selection consume distinct victims (exact mode) or price
+    bytes at the pool's marginal per-byte value (shadow-price mode)."""
+
+    def __init__(self, pol: GandalfPolicy, now: float):
+        self.pol = pol
+        self.now = now
+        self.items: list[tuple[float, int, int]] = []   # (value, bytes, payload), cheapest per byte first
+        self.popped: list[tuple[float, int]] = []       # heap entries to restore
+        self.used = 0                                    # victims consumed by earlier moves
+        self.done = False
+
+    def _more(self) -> bool:
+        if self.done or len(self.items) >= self.pol.victim_peek + self.used:
+            return False
+        pol = self.pol
+        st = pol.st
+        cur = st.cur
+        while True:
+            e = pol.ssd_heap.pop()
+            if e is None:
+                self.done = True
+                return False
+            key, _, p = e
+            if not st.res[p] & 4:
+                continue
+            self.popped.append((key, p))
+            if st.pin[p] == cur:
+                continue
+            if not p & 1 and st.res[p] == 4 and int(st.dany[p >> 1]) > 0:
+                continue            # last copy with resident descendants: not evictable now
+            v = pol._ssd_value(p, self.now)
+            self.items.append((v, int(st.size[p]), p))
+            return True
+
+    def cost_of(self, short: int) -> tuple[float, int]:
+        """Expected loss and bytes of the cheapest unconsumed victims covering ``short`` bytes."""
+        total_b = 0
+        total_v = 0.0
+        i = self.used
+        while total_b < short:
+            if i >= len(self.items) and not self._more():
+                if self.pol.victim_loss == "shadow_price" and total_b > 0:
+                    # price the rest at the last seen per-byte value
+                    v, b, _ = self.items[i - 1]
+                    return total_v + (short - total_b) * v / b, short
+                return _INF, 0
+            v, b, _ = self.items[i]
+            if self.pol.victim_loss == "shadow_price":
+                return (v / b) * short, short
+            total_b += b
+            total_v += v
+            i += 1
+        return total_v, total_b
+
+    def consume(self, vbytes: int) -> None:
+        got = 0
+        while got < vbytes and self.used < len(self.items):
+            got += self.items[self.used][1]
+            self.used += 1
+
+    def restore(self) -> None:
+        h = self.pol.ssd_heap
+        for key, p in self.popped:
+            if self.pol.st.res[p] & 4:
+                h.push(p, key, tie=p)
