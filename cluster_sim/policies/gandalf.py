@@ -66,7 +66,9 @@ class GandalfPolicy(Policy):
 
     def __init__(self, alpha=1.0, placement="capacity_aware", tau_s=600.0, horizon_s=None, prior_rate=None,
                  prior_window_s=None, wear_price="static", victim_loss="exact", victim_peek=64, moveset="any",
-                 objective="dollars", replays_per_day_scale=1.0):
+                 objective="dollars", replays_per_day_scale=1.0, **unknown):
+        if unknown:
+            raise ConfigError(f"policy.{next(iter(unknown))}", "unknown parameter for policy 'gandalf'")
         self.alpha = _float(alpha, "policy.alpha")
         if placement not in ("capacity_aware", "strict"):
             raise ConfigError("policy.placement", f"must be capacity_aware or strict, got {placement!r}")

@@ -1,0 +1,147 @@
+"""Gandalf (policies.md §2): scripted scenarios with hand-computed costs, and its limits."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import cluster_sim
+from cluster_sim.cache import DRAM, SSD
+from cluster_sim.model import load_model
+
+from simhelpers import make_node, trace_from_paths
+
+QN = "qwen3_next_80b_a3b"
+HW = dict(gpus_per_node=8, gpu_flops=989e12, mfu=0.4, gpu_usd_per_hour=3.0, host_link_bytes_per_s=400e9,
+          ssd_read_bytes_per_s=104e9, ssd_read_latency_s=1e-4, ssd={"dwpd": 1, "warranty_years": 5, "usd_per_tb": 330})
+
+
+def run_paths(paths, arrivals, *, dram, ssd="1TB", model=None, **params):
+    m = model or load_model(QN, state_checkpoints="last")
+    tr = trace_from_paths(paths, arrivals=arrivals)
+    node = make_node(tr, m, policy="gandalf", policy_params=params, dram_bytes=dram, ssd_bytes=ssd, **HW)
+    recs = []
+    for i in range(tr.n_requests):
+        recs.append(node.process(tr.path(i), int(tr.input_tokens[i]), float(tr.arrival_s[i])))
+        node.st.check_invariants()
+    node.finish()
+    ids = {}
+    for i, p in enumerate(paths):
+        for k in range(len(p)):
+            ids[tuple(p[:k + 1])] = int(tr.path(i)[k])
+    return node, recs, ids
+
+
+def test_fresh_fa_is_moved_and_one_off_state_dropped_by_hand():
+    m = load_model(QN, state_checkpoints="last")
+    F, S = m.fa_bytes(256), m.state_bytes(256)
+    H, A1, A2 = 1, 2, 3
+    # R1 creates H, A1 and A1's state; R2 branches at H: DRAM (2F + S) must free F + S,
+    # and its only unpinned leaves are A1 and the one-off state sA1
+    node, recs, ids = run_paths([[H, A1], [H, A2]], [0.0, 1.0], dram=2 * F + S)
+    pol, st = node.policy, node.st
+    a1 = ids[(H, A1)]
+    # hand-computed costs at t = 1 (g in $ per node-second; recompute in node-seconds)
+    g = 3.0 * 8 / 3600
+    rate = 8 * 989e12 * 0.4
+    c1 = m.prefill_flops(0, 256) / rate
+    c2 = m.prefill_flops(256, 512) / rate
+    decay = math.exp(-1.0 / 600)
+    e_fa = (0 + (1 / 600) * 600) / (0 + 600) * 600 * decay          # fresh chunk: the prior, one hit
+    e_state = (0 + 1) / (1 + 2) * decay                               # state prior: (demanded+1)/(created+2)
+    j_drop_fa = e_fa * g * c2
+    j_drop_state = e_state * g * (c1 + c2)                            # back to the root: no ancestor state
+    cw = 330 * 1.0 / (1 * 1e12 * 365 * 5)                             # $ per byte written (1 TB, 1 DWPD, 5 y)
+    fee_state = cw * S
+    fee_fa = cw * F
+    assert pol.j_drop(2 * a1, 1.0) == pytest.approx(j_drop_fa, rel=1e-9)
+    # the state: dropping is cheaper per byte than paying its write fee
+    assert j_drop_state / S < fee_state / S
+    # the FA chunk: moving (fee + slower loads) is cheaper than recomputing it
+    ld = (1e-4 + F / 104e9 + F / 400e9) - F / 400e9
+    assert (fee_fa + e_fa * g * ld) < j_drop_fa
+    c = pol.counters()
+    assert c["moves_fa"] == 1 and c["drops_state"] == 1 and c["moves_state"] == 0 and c["drops_fa"] == 0
+    assert st.res[2 * a1] == 4                      # A1 now only on SSD
+    assert st.res[2 * a1 + 1] == 0                  # its one-off state is gone, never written
+    assert node.stats.ssd_bytes_written_fa == F and node.stats.ssd_bytes_written_state == 0
+
+
+def hot_state_paths():
+    # an 8-chunk prompt whose end state is demanded by five later requests; then a newcomer
+    # pushes it out of DRAM; then it comes back from SSD (copied into DRAM) and is pushed out
+    # again. The state sits 2,048 tokens deep: recomputing from the root costs far more than
+    # loading it, so keeping it is worth its write fee (a state one chunk deep is not: on this
+    # node loading 38 MiB takes about as long as recomputing 256 tokens of a 3B-active model).
+    S1 = list(range(1, 9))
+    B = list(range(11, 19))
+    C = list(range(21, 29))
+    paths = [S1] * 6 + [B, S1, C]
+    arrivals = [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    return paths, arrivals
+
+
+def test_hot_state_moves_under_capacity_aware_and_drops_under_strict():
+    m = load_model(QN, state_checkpoints="last")
+    F, S = m.fa_bytes(256), m.state_bytes(256)
+    paths, arrivals = hot_state_paths()
+    node, recs, ids = run_paths(paths, arrivals, dram=8 * F + S)
+    c = node.policy.counters()
+    assert c["moves_state"] > 0
+    assert recs[7]["h"] == 8                                   # S1 resumed from its state on SSD
+    assert node.stats.hits["hits_ssd_state"] == 1
+    node_s, recs_s, _ = run_paths(paths, arrivals, dram=8 * F + S, placement="strict")
+    cs = node_s.policy.counters()
+    assert cs["moves_state"] == 0 and node_s.stats.ssd_bytes_written_state == 0
+    assert recs_s[7]["h"] == 0                                 # strict dropped the state: no resume
+    assert node_s.stats.ssd_bytes_written_fa > 0               # strict writes FA at DRAM entry
+
+
+def test_move_with_valid_ssd_copy_writes_nothing():
+    m = load_model(QN, state_checkpoints="last")
+    F, S = m.fa_bytes(256), m.state_bytes(256)
+    paths, arrivals = hot_state_paths()
+    node, recs, ids = run_paths(paths[:8], arrivals[:8], dram=8 * F + S)
+    before = node.policy.counters()
+    node2, recs2, _ = run_paths(paths, arrivals, dram=8 * F + S)
+    c = node2.policy.counters()
+    # the last request pushes S1 (FA and state, both with valid SSD copies) out again: free moves,
+    # and the only new bytes written are those of the newcomer's own payloads (if any)
+    assert c["moves_free"] > before["moves_free"]
+    s1, s2 = node.stats, node2.stats
+    assert s2.ssd_bytes_written_state == s1.ssd_bytes_written_state
+    new_fa_moves = c["moves_fa"] - c["moves_free"] - (before["moves_fa"] - before["moves_free"])
+    assert s2.ssd_bytes_written_fa - s1.ssd_bytes_written_fa == new_fa_moves * F
+
+
+def test_alpha_infinite_never_writes_without_a_valid_copy():
+    f = cluster_sim.run(cluster_sim.compose(["policy=gandalf", "policy.alpha=inf"]), write=False).fleet
+    assert f["ssd_bytes_written"] == 0
+    assert f["policy.gandalf.moves_fa"] == f["policy.gandalf.moves_free"]
+
+
+def test_alpha_zero_with_ample_ssd_drops_no_fa_and_matches_lru():
+    g = cluster_sim.run(cluster_sim.compose(["policy=gandalf", "policy.alpha=0", "hardware.ssd_bytes=2TB"]),
+                        write=False).fleet
+    lru = cluster_sim.run(cluster_sim.compose(["policy=lru", "hardware.ssd_bytes=2TB"]), write=False).fleet
+    assert g["policy.gandalf.drops_fa"] == 0
+    assert g["chunk_miss_ratio"] <= lru["chunk_miss_ratio"] + 0.001
+
+
+@pytest.mark.slow
+def test_alpha_sweep_is_monotone_on_the_default_trace():
+    rows = []
+    for a in (0, 1, 4, 16, 64):
+        f = cluster_sim.run(cluster_sim.compose(["policy=gandalf", f"policy.alpha={a}"]), write=False).fleet
+        rows.append((f["ssd_bytes_written"], f["chunk_miss_ratio"]))
+    for (w0, m0), (w1, m1) in zip(rows, rows[1:]):
+        assert w1 <= w0 and m1 >= m0 - 1e-12, rows
+
+
+@pytest.mark.parametrize("bad,key", [({"alpha": -1}, "policy.alpha"), ({"placement": "loose"}, "policy.placement"),
+                                     ({"tau_s": 0}, "policy.tau_s"), ({"nope": 1}, "policy.nope")])
+def test_bad_parameters_name_the_key(bad, key):
+    from cluster_sim.errors import ConfigError
+    from cluster_sim.policies.base import make_policy
+    with pytest.raises(ConfigError, match=key):
+        make_policy("gandalf", bad)
