@@ -157,7 +157,7 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True) -> Summa
     :class:`SimConfig`. ``trace`` may pass an already chunked trace (benchmarks)."""
     import time
 
-    from .fleet import floors, run_inprocess
+    from .fleet import floors, run_fleet
 
     cfg = config if isinstance(config, SimConfig) else SimConfig.from_mapping(config)
     if trace is None:
@@ -165,10 +165,10 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True) -> Summa
     else:
         tpath, sha = getattr(trace, "source", "given"), ""
     if cfg.fleet.backend == "ray":
-        from .distributed import run_ray
-        raw = run_ray(trace, cfg)
+        from .distributed import RayNodes
+        raw = run_fleet(trace, cfg, RayNodes.factory(cfg))
     else:
-        raw = run_inprocess(trace, cfg)
+        raw = run_fleet(trace, cfg)
     t1 = time.perf_counter()
     node_floors, fleet_floor = floors(trace, cfg, raw["assign"])
     floor_wall = time.perf_counter() - t1
@@ -204,7 +204,7 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True) -> Summa
         "trace_sha256": sha,
         "seed": cfg.seed,
         "backend": cfg.fleet.backend,
-        "ray_workers": raw.get("ray_workers", 0 if cfg.fleet.backend == "inprocess" else cfg.fleet.ray_workers),
+        "ray_workers": raw.get("ray_workers", 0),
         "actor_processes": raw.get("actor_processes", 0),
         "policy_label": cfg.policy.label(),
         "chunk_tokens": trace.chunk_tokens,
@@ -246,9 +246,8 @@ def _epoch_table(trace, raw, cfg) -> pa.Table:
     a0 = float(trace.arrival_s[0]) if trace.n_requests else 0.0
     rows = {"node": [], "epoch": [], "t_start_s": [], "requests": [], "chunks": [], "chunk_misses": [],
             "ssd_bytes_written": []}
-    assign = raw["assign"]
     for k, (_st, series) in enumerate(raw["results"]):
-        idx = np.flatnonzero(assign == k)
+        idx = series["idx"]
         cnt = trace.counted[idx]
         if not cnt.any():
             continue

@@ -84,7 +84,7 @@ def _task(cfg) -> None:
         summary = run(m)
     except UserError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(e.exit_code)
     print(summary.table())
     if summary.run.get("summary_path"):
         print(f"\nsummary: {summary.run['summary_path']}")

@@ -187,11 +187,14 @@ class FleetConfig:
     router: str = "round_robin"
     backend: str = "inprocess"
     ray_workers: int | None = None
-    ray_address: str | None = None
+    ray_address: str = "local"
     sync: str = "none"
     epoch_s: float = 60.0
     affinity_chunks: int = 2
     node_overrides: dict = field(default_factory=dict)
+    kv_balance: float = 1.0
+    kv_threshold: float = 0.5
+    inject_failure: dict | None = None
 
     @classmethod
     def from_mapping(cls, m: Mapping, prefix: str = "fleet") -> "FleetConfig":
@@ -212,12 +215,25 @@ class FleetConfig:
             router=_choice(m, "router", prefix, ROUTERS, "round_robin"),
             backend=_choice(m, "backend", prefix, BACKENDS, "inprocess"),
             ray_workers=_num(m, "ray_workers", prefix, None, lo=1, integer=True, allow_none=True),
-            ray_address=m.get("ray_address"),
+            ray_address=m.get("ray_address") or "local",
             sync=_choice(m, "sync", prefix, SYNC_MODES, "none"),
             epoch_s=_num(m, "epoch_s", prefix, 60.0, lo=0, lo_open=True),
             affinity_chunks=_num(m, "affinity_chunks", prefix, 2, lo=1, integer=True),
             node_overrides=clean,
+            kv_balance=_num(m, "kv_balance", prefix, 1.0, lo=0),
+            kv_threshold=_num(m, "kv_threshold", prefix, 0.5, lo=0, hi=1),
+            inject_failure=_failure(m.get("inject_failure"), nodes, prefix),
         )
+
+
+def _failure(v, nodes: int, prefix: str):
+    if v in (None, {}):
+        return None
+    if not isinstance(v, Mapping) or set(v) != {"node", "epoch"}:
+        raise ConfigError(f"{prefix}.inject_failure", "expected {node: <index>, epoch: <index>} or null")
+    node = _num(v, "node", f"{prefix}.inject_failure", lo=0, hi=nodes - 1, integer=True)
+    epoch = _num(v, "epoch", f"{prefix}.inject_failure", lo=0, integer=True)
+    return {"node": node, "epoch": epoch}
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,32 @@
-"""Runs a fleet of nodes over one request stream, in this process.
+"""Runs a fleet of serving nodes over one request stream (simulation-model §8).
 
-Routing happens ahead of the nodes (a router knows only its own dispatch
-history), so each node's stream is fixed before replay and the nodes are
-independent: this is what lets the Ray backend (``distributed.py``) run them in
-parallel and still give bit-identical results.
+One code path for both backends: the driver routes requests epoch by epoch
+(``fleet.epoch_s`` simulated seconds; a request arriving at a barrier belongs to
+the later epoch) and ships each node its batch; nodes are :class:`NodeRunner`
+objects — here, in this process (``inprocess``), or inside Ray actors
+(``distributed.py``). Without feedback (``fleet.sync=none``) the routing runs
+ahead: every batch is submitted at once and the nodes run fully in parallel.
+With ``fleet.sync=kv_events`` the driver waits at each barrier for the nodes'
+stored/removed chunk events and feeds them to the router before routing the
+next epoch. Each node's work depends only on its own request stream and its
+seed, so every backend and packing gives bit-identical results.
 """
 from __future__ import annotations
 
 import time
-import zlib
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, UserError
 from .metrics import NodeStats
 from .node import NodeSim, floor_pass
 from .policies.base import make_policy
+
+
+class SimulationError(UserError):
+    """The run could not complete (e.g. a node actor died); nothing partial is reported."""
+
+    exit_code = 3
 
 
 def node_rng(seed: int, node_index: int) -> np.random.Generator:
@@ -23,78 +34,178 @@ def node_rng(seed: int, node_index: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([seed, 1, node_index]))
 
 
-def route(trace, fleet, seed: int) -> np.ndarray:
-    """Node index of every request."""
-    n = trace.n_requests
+class NodeRunner:
+    """One serving node: its tiers, its cache manager, and the requests routed to it."""
+
+    def __init__(self, trace, cfg, node_index: int, future_idx: np.ndarray | None = None,
+                 record_events: bool = False, fail_at_epoch: int | None = None, hard_fail: bool = False):
+        self.trace = trace
+        self.cfg = cfg
+        self.k = node_index
+        hw = cfg.hardware_for_node(node_index)
+        policy = make_policy(cfg.policy.name, cfg.policy.params)
+        future = None
+        if policy.needs_future:
+            from .policies.base import FutureStream
+            if future_idx is None:
+                raise ConfigError("policy", f"policy {policy.name!r} needs the node's future requests, "
+                                  "which only exist when routing runs ahead (fleet.sync=none)")
+            sub = trace.subset(future_idx)
+            future = FutureStream(offsets=sub.offsets, flat=sub.flat, arrival_s=sub.arrival_s)
+        self.node = NodeSim(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens, cfg.model, hw,
+                            policy, node_index=node_index, rng=node_rng(cfg.seed, node_index), future=future)
+        self.node.st.record_events = record_events
+        self.fail_at_epoch = fail_at_epoch
+        self.hard_fail = hard_fail
+        self.series: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def run(self, idx: np.ndarray, epoch: int = 0):
+        """Replay the trace requests ``idx`` (in order). Returns this node's stored/removed events."""
+        if self.fail_at_epoch is not None and epoch >= self.fail_at_epoch:
+            # fault injection (fleet.inject_failure): in an actor the process dies; in-process we raise
+            if self.hard_fail:
+                import os
+                os._exit(17)
+            raise SimulationError(f"node {self.k} failed during epoch {epoch} (injected failure)")
+        tr = self.trace
+        node = self.node
+        off = tr.offsets
+        flat = tr.flat
+        arr = tr.arrival_s[idx].tolist()
+        inp = tr.input_tokens[idx].tolist()
+        out_t = tr.output_tokens[idx].tolist()
+        cnt = tr.counted[idx].tolist()
+        sid = tr.session_id[idx].tolist()
+        turn = tr.turn[idx].tolist()
+        cats = tr.category
+        n = len(idx)
+        hs = np.zeros(n, dtype=np.int64)
+        ms = np.zeros(n, dtype=np.int64)
+        wr = np.zeros(n, dtype=np.int64)
+        s = node.stats
+        for j, i in enumerate(idx.tolist()):
+            before = s.ssd_bytes_written_fa + s.ssd_bytes_written_state
+            rec = node.process(flat[off[i]:off[i + 1]], inp[j], arr[j], counted=cnt[j], session_id=sid[j],
+                               category=None if cats is None else cats[i], turn=turn[j], output_tokens=out_t[j])
+            hs[j] = rec["h"]
+            ms[j] = rec["m"]
+            wr[j] = s.ssd_bytes_written_fa + s.ssd_bytes_written_state - before
+        self.series.append((np.asarray(idx, dtype=np.int64), hs, ms, wr))
+        if node.st.record_events:
+            return node.st.take_events()
+        return None
+
+    def finish(self) -> tuple[NodeStats, dict]:
+        stats = self.node.finish()
+        if self.series:
+            idx, hs, ms, wr = (np.concatenate(x) for x in zip(*self.series))
+        else:
+            idx = hs = ms = wr = np.zeros(0, dtype=np.int64)
+        return stats, {"idx": idx, "h": hs, "m": ms, "ssd_bytes_written": wr}
+
+
+class InProcessNodes:
+    """The in-process backend: node runners in this process, calls run immediately."""
+
+    actor_processes = 0
+    workers = 0
+
+    def __init__(self, trace, cfg, futures, record_events, fail):
+        self.runners = [NodeRunner(trace, cfg, k, futures[k] if futures else None, record_events,
+                                   fail.get(k)) for k in range(cfg.fleet.nodes)]
+
+    def submit(self, k: int, idx: np.ndarray, epoch: int):
+        return self.runners[k].run(idx, epoch)
+
+    def wait(self, handles: list, epoch: int) -> list:
+        """``handles``: [(node, handle)]; returns each call's result, in order."""
+        return [h for _, h in handles]
+
+    def finish(self) -> list:
+        return [r.finish() for r in self.runners]
+
+    def close(self):
+        pass
+
+
+def epochs_of(trace, epoch_s: float) -> np.ndarray:
+    """Epoch index of every request: floor((t - t0) / epoch_s); a request at a barrier is in the later one."""
+    a = trace.arrival_s
+    if not len(a):
+        return np.zeros(0, dtype=np.int64)
+    return np.floor((a - a[0]) / epoch_s).astype(np.int64)
+
+
+def run_fleet(trace, cfg, backend_factory=None) -> dict:
+    """Route and replay. Returns raw results for :mod:`cluster_sim.api`."""
+    from .router import make_router
+
+    fleet = cfg.fleet
     k = fleet.nodes
-    if k == 1:
-        return np.zeros(n, dtype=np.int64)
-    if fleet.router == "round_robin":
-        return np.arange(n, dtype=np.int64) % k
-    if fleet.router == "random":
-        return np.random.default_rng(np.random.SeedSequence([seed, 2])).integers(0, k, size=n)
-    if fleet.router == "session_affinity":
-        out = np.empty(n, dtype=np.int64)
+    node_hw = [cfg.hardware_for_node(i) for i in range(k)]
+    t0 = time.perf_counter()
+    router = make_router(trace, fleet, cfg.seed, cfg.model, node_hw)
+    ep = epochs_of(trace, fleet.epoch_s)
+    n = trace.n_requests
+    sync = fleet.sync == "kv_events" and k > 1
+    assign = np.full(n, -1, dtype=np.int64)
+    fail = {}
+    if fleet.inject_failure:
+        fail = {int(fleet.inject_failure["node"]): int(fleet.inject_failure["epoch"])}
+    futures = None
+    if not sync:
         for i in range(n):
-            sid = int(trace.session_id[i])
-            if sid >= 0:
-                key = b"s" + sid.to_bytes(8, "little", signed=True)
+            node = router.route(i)
+            router.dispatched(i, node)
+            assign[i] = node
+        futures = [np.flatnonzero(assign == j) for j in range(k)]
+    probe = make_policy(cfg.policy.name, cfg.policy.params)
+    if not probe.needs_future:
+        futures = None
+    elif futures is None:
+        raise ConfigError("policy", f"policy {cfg.policy.name!r} needs the node's future requests; "
+                          "use fleet.sync=none (routing ahead)")
+    setup_t = time.perf_counter()
+    nodes = (backend_factory or InProcessNodes)(trace, cfg, futures, sync, fail)
+    setup = time.perf_counter() - setup_t
+    try:
+        # epoch boundaries in request order
+        bounds = np.flatnonzero(np.diff(ep)) + 1
+        starts = np.concatenate([[0], bounds]) if n else np.zeros(0, dtype=np.int64)
+        ends = np.concatenate([bounds, [n]]) if n else np.zeros(0, dtype=np.int64)
+        pending = []
+        for s_, e_ in zip(starts.tolist(), ends.tolist()):
+            e = int(ep[s_])
+            if sync:
+                for i in range(s_, e_):
+                    node = router.route(i)
+                    router.dispatched(i, node)
+                    assign[i] = node
+            sl = assign[s_:e_]
+            handles = []
+            for j in range(k):
+                idx = np.flatnonzero(sl == j) + s_
+                if len(idx):
+                    handles.append((j, nodes.submit(j, idx, e)))
+            if sync:
+                results = nodes.wait(handles, e)
+                for (j, _), ev in zip(handles, results):
+                    if ev is not None:
+                        router.observe(j, ev[0], ev[1])
             else:
-                p = trace.path(i)[:fleet.affinity_chunks]
-                key = b"c" + np.asarray(trace.chunk_hash[p], dtype=np.uint64).tobytes()
-            out[i] = zlib.crc32(key) % k
-        return out
-    raise ConfigError("fleet.router", f"router {fleet.router!r} is not available yet in this version; "
-                      "available: round_robin, random, session_affinity")
-
-
-def run_node(trace, idx: np.ndarray, cfg, node_index: int) -> tuple[NodeStats, dict]:
-    """Replay the requests ``idx`` on one node. Returns its stats and per-request series."""
-    hw = cfg.hardware_for_node(node_index)
-    policy = make_policy(cfg.policy.name, cfg.policy.params)
-    future = None
-    if policy.needs_future:
-        from .policies.base import FutureStream
-        sub = trace.subset(idx)
-        future = FutureStream(offsets=sub.offsets, flat=sub.flat, arrival_s=sub.arrival_s)
-    node = NodeSim(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens, cfg.model, hw,
-                   policy, node_index=node_index, rng=node_rng(cfg.seed, node_index), future=future)
-    off = trace.offsets
-    flat = trace.flat
-    arr = trace.arrival_s[idx].tolist()
-    inp = trace.input_tokens[idx].tolist()
-    out_t = trace.output_tokens[idx].tolist()
-    cnt = trace.counted[idx].tolist()
-    sid = trace.session_id[idx].tolist()
-    turn = trace.turn[idx].tolist()
-    cats = trace.category
-    idx_l = idx.tolist()
-    hs = np.zeros(len(idx), dtype=np.int64)
-    ms = np.zeros(len(idx), dtype=np.int64)
-    wr = np.zeros(len(idx), dtype=np.int64)
-    s = node.stats
-    for j, i in enumerate(idx_l):
-        before = s.ssd_bytes_written_fa + s.ssd_bytes_written_state
-        rec = node.process(flat[off[i]:off[i + 1]], inp[j], arr[j], counted=cnt[j], session_id=sid[j],
-                           category=None if cats is None else cats[i], turn=turn[j], output_tokens=out_t[j])
-        hs[j] = rec["h"]
-        ms[j] = rec["m"]
-        wr[j] = s.ssd_bytes_written_fa + s.ssd_bytes_written_state - before
-    stats = node.finish()
-    series = {"h": hs, "m": ms, "ssd_bytes_written": wr}
-    return stats, series
+                pending.append((e, handles))
+        for e, handles in pending:
+            nodes.wait(handles, e)
+        results = nodes.finish()
+    finally:
+        nodes.close()
+    wall = time.perf_counter() - t0 - setup
+    return {"assign": assign, "results": results, "sim_wall_s": wall,
+            "actor_processes": nodes.actor_processes, "ray_workers": nodes.workers, "setup_s": setup}
 
 
 def run_inprocess(trace, cfg) -> dict:
-    """Route and replay every node here. Returns raw results for :mod:`cluster_sim.api`."""
-    t0 = time.perf_counter()
-    assign = route(trace, cfg.fleet, cfg.seed)
-    results = []
-    for k in range(cfg.fleet.nodes):
-        idx = np.flatnonzero(assign == k)
-        results.append(run_node(trace, idx, cfg, k))
-    wall = time.perf_counter() - t0
-    return {"assign": assign, "results": results, "sim_wall_s": wall, "actor_processes": 0}
+    return run_fleet(trace, cfg)
 
 
 def floors(trace, cfg, assign) -> tuple[list[tuple[float, float]], tuple[float, float]]:

@@ -68,6 +68,9 @@ class CacheState:
         self.log_n = 0
         self.lrus: list[list[TierLRU]] = [[], [], []]
         self.listeners = []   # objects with on_enter/on_leave(tier, p), on_leaf(tier, c), on_global_leaf(c)
+        self.record_events = False       # stored / removed chunk events for a KV-aware router
+        self.ev_stored: list = []
+        self.ev_removed: list = []
 
     # ---- small helpers -------------------------------------------------
     def ancestors(self, c: int) -> np.ndarray:
@@ -172,6 +175,8 @@ class CacheState:
             self.dcnt[t][anc] += 1
             if was == 0:
                 self.dany[anc] += 1
+                if self.record_events:
+                    self.ev_stored.append(np.asarray([p >> 1]))
         for w in self.lrus[t]:
             w.note_enter(p)
         for li in self.listeners:
@@ -194,6 +199,8 @@ class CacheState:
             self.dcnt[t][anc] -= 1
             if now == 0:
                 self.dany[anc] -= 1
+                if self.record_events:
+                    self.ev_removed.append(np.asarray([c]))
                 q = p | 1
                 sr = int(self.res[q])
                 if sr:
@@ -254,6 +261,8 @@ class CacheState:
             lost = cs[lostm]
             if len(lost):
                 self._dec_ancestors(self.dany, lost)
+                if self.record_events:
+                    self.ev_removed.append(lost.copy())
             if len(lost):
                 qs = 2 * lost + 1
                 sr = self.res[qs]
@@ -287,6 +296,8 @@ class CacheState:
             born = cs[was[fa] == 0]
             if len(born):
                 self._dec_ancestors(self.dany, born, -1)
+                if self.record_events:
+                    self.ev_stored.append(born.copy())
         for w in self.lrus[t]:
             for p in ps:
                 w.note_enter(p)
@@ -344,6 +355,8 @@ class CacheState:
         new_any[mask] = was == 0
         if new_any.any():
             self.dany[path] += _strict_suffix_count(new_any)
+            if self.record_events:
+                self.ev_stored.append(path[new_any].copy())
         for li in self.listeners:
             for p in fa.tolist():
                 li.on_enter(t, p)
@@ -353,6 +366,17 @@ class CacheState:
         self.used[t] += int(self.size[q])
         for li in self.listeners:
             li.on_enter(t, q)
+
+    def take_events(self) -> tuple[np.ndarray, np.ndarray]:
+        """Chunks whose FA became resident / non-resident since the last call (net of each other)."""
+        z = np.zeros(0, dtype=np.int64)
+        stored = np.concatenate(self.ev_stored) if self.ev_stored else z
+        removed = np.concatenate(self.ev_removed) if self.ev_removed else z
+        self.ev_stored, self.ev_removed = [], []
+        fa = self.res[0::2]
+        stored = np.unique(stored)
+        removed = np.unique(removed)
+        return stored[fa[stored] != 0], removed[fa[removed] == 0]
 
     # ---- invariants (tests) --------------------------------------------
     def check_invariants(self) -> None:
