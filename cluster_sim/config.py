@@ -194,6 +194,7 @@ class FleetConfig:
     node_overrides: dict = field(default_factory=dict)
     kv_balance: float = 1.0
     kv_threshold: float = 0.5
+    kv_max_work_ratio: float = 1.2
     inject_failure: dict | None = None
 
     @classmethod
@@ -222,6 +223,7 @@ class FleetConfig:
             node_overrides=clean,
             kv_balance=_num(m, "kv_balance", prefix, 1.0, lo=0),
             kv_threshold=_num(m, "kv_threshold", prefix, 0.5, lo=0, hi=1),
+            kv_max_work_ratio=_num(m, "kv_max_work_ratio", prefix, 1.2, lo=1),
             inject_failure=_failure(m.get("inject_failure"), nodes, prefix),
         )
 

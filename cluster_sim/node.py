@@ -281,6 +281,7 @@ class NodeSim:
         order = list(order)
         bounded = False
         while st.used[t] > st.cap[t]:
+            st.shortfall = None
             if self._make_room(t, st.used[t] - st.cap[t]):
                 break
             if not order:
@@ -296,9 +297,26 @@ class NodeSim:
                         pinned -= d
                         skipped += d
                 continue
-            p = order.pop()
-            if st.res[p] & BIT[t]:
-                skipped += self._trim(p, t)
+            # the selection said how much it could not free: trim that much at once. Trimming
+            # new payloads frees nothing else, except that removing the shallowest new FA chunk
+            # can unblock its resident ancestors: before that one goes, the selection is retried.
+            short = st.shortfall if st.shortfall else 1
+            n_fa = sum(1 for x in order if not x & 1)
+            first = True
+            while order and (short > 0 or first):
+                p = order[-1]
+                if not p & 1 and n_fa == 1 and not first:
+                    break
+                order.pop()
+                first = False
+                if not p & 1:
+                    n_fa -= 1
+                if st.res[p] & BIT[t]:
+                    d = self._trim(p, t)
+                    skipped += d
+                    short -= d
+                if not p & 1 and n_fa == 0:
+                    break               # the shallowest new FA went: its ancestors may be free now
         return skipped if count_skipped else 0
 
     def _request_pinned_bytes(self, t: int) -> int:
@@ -328,17 +346,19 @@ class NodeSim:
         for _ in range(64):
             if need <= 0:
                 return True
+            st.shortfall = None
             if t == HBM:
                 victims = lru_select(st, self.hbm_lru, HBM, need, DEMOTE if dest != NO_TIER else DROP)
             else:
                 victims = self.policy.select_victims(t, need, self.now)
             if not victims:
-                return False
+                return False            # st.shortfall: what this tier's selection could not free
             before = st.used[t]
             bit = BIT[t]
             demote = [p for p, a in victims if a == DEMOTE and dest != NO_TIER]
             drops = [p for p, a in victims if not (a == DEMOTE and dest != NO_TIER)]
             if demote and not self._demote(demote, t, dest):
+                st.shortfall = None     # a lower tier failed: how much this tier lacks is unknown
                 return False
             live = [p for p in drops if st.res[p] & bit]
             if live:

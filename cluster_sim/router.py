@@ -116,7 +116,9 @@ class KVAware(Router):
 
     Among nodes holding at least ``fleet.kv_threshold`` of the prompt's full chunks,
     score(node) = recompute seconds saved by its overlap − ``fleet.kv_balance`` × its
-    backlog seconds; the best score wins (ties: least backlog, then lowest index). When no
+    backlog seconds; the best score wins (ties: least backlog, then lowest index). Nodes whose
+    dispatched prefill work exceeds ``fleet.kv_max_work_ratio`` × the fleet mean are not
+    preferred, which bounds load and wear imbalance. When no
     node holds that much, the request goes to the least loaded node, so new prefixes
     spread over the fleet instead of piling onto whoever holds a shared system prompt.
     """
@@ -132,6 +134,7 @@ class KVAware(Router):
         self.cap = [max(1, (hw.hbm_cache_bytes + hw.dram_bytes + hw.ssd_bytes) // fa) for hw in self.node_hw]
         self.balance = float(self.fleet.kv_balance)
         self.threshold = float(self.fleet.kv_threshold)
+        self.max_ratio = float(self.fleet.kv_max_work_ratio)
         self.tick = 0
         ct = self.trace.chunk_tokens
         maxd = int(self.trace.depth.max()) if len(self.trace.depth) else 1
@@ -149,6 +152,12 @@ class KVAware(Router):
             full = hit.all(axis=1)
             overlap = np.where(full, m, np.argmin(hit, axis=1))
             ok = overlap >= self.threshold * m
+            # balance guard: a node already carrying more than kv_max_work_ratio x the mean
+            # dispatched work is not preferred for affinity (as SGLang's router falls back to
+            # the shortest queue when load is imbalanced)
+            mean = self.work.mean()
+            if mean > 0:
+                ok &= self.work <= self.max_ratio * mean
             if ok.any():
                 saved = self.cum_flops[overlap] / self.rate
                 score = np.where(ok, saved - self.balance * b, -np.inf)

@@ -103,8 +103,8 @@ def _workload_mapping(args) -> dict:
                 raise ConfigError("workload.path", f"{args.path}: must hold a mapping")
             if "format" in data:  # a workload preset
                 if data["format"] != "synthetic":
-                    raise ConfigError("workload.format", f"{args.path} is a {data['format']!r} workload, "
-                                                         "not a synthetic one")
+                    raise ConfigError("workload.format", f"{args.path} is a workload of format "
+                                                         f"{data['format']!r}, not 'synthetic'")
                 m.update({k: v for k, v in data.items() if k not in ("defaults",)})
                 m["path"] = None
             else:  # a mapping of knobs
@@ -148,7 +148,10 @@ def _one_line(e: UserError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2, one line already printed)
+        return int(e.code or 0)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

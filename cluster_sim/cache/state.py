@@ -68,6 +68,7 @@ class CacheState:
         self.log_n = 0
         self.lrus: list[list[TierLRU]] = [[], [], []]
         self.listeners = []   # objects with on_enter/on_leave(tier, p), on_leaf(tier, c), on_global_leaf(c)
+        self.shortfall = None            # bytes a failed victim selection could not free, if known
         self.record_events = False       # stored / removed chunk events for a KV-aware router
         self.ev_stored: list = []
         self.ev_removed: list = []

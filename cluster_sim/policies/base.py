@@ -211,6 +211,7 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
             walker.push_back(e)
         for e in skipped:
             walker.push_back(e)
+        st.shortfall = need - freed          # lets the node trim the right amount in one step
         return []
     for e in skipped:
         walker.push_back(e)

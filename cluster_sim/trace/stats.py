@@ -41,12 +41,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster_sim.errors import ConfigError
+from cluster_sim.errors import ConfigError, TraceError
 
 __all__ = ["trace_statistics", "reuse_counts", "DEFAULT_MAX_TREE_REFS", "TREE_SAMPLE_SEED", "format_table"]
 
 #: At most this many chunk references are fed to networkx for the tree shape.
-DEFAULT_MAX_TREE_REFS = 1_000_000
+DEFAULT_MAX_TREE_REFS = 500_000
 #: Seed of the session sample when the tree is sampled (fixed: the statistics are reproducible).
 TREE_SAMPLE_SEED = 0
 
@@ -65,13 +65,15 @@ def _np(column: pa.ChunkedArray | pa.Array, dtype=None) -> np.ndarray:
 
 def _quantiles(x: np.ndarray, prefix: str, suffix: str = "", *, qs=(50, 90, 99), mean=True, maximum=False) -> dict:
     out: dict[str, float] = {}
+    integral = np.asarray(x).dtype.kind in "iu"
     x = np.asarray(x, dtype=np.float64)
     if mean:
         out[f"{prefix}_mean{suffix}"] = float(x.mean()) if x.size else 0.0
     for q in qs:
         out[f"{prefix}_p{q}{suffix}"] = float(np.percentile(x, q)) if x.size else 0.0
     if maximum:
-        out[f"{prefix}_max{suffix}"] = float(x.max()) if x.size else 0.0
+        top = x.max() if x.size else 0.0
+        out[f"{prefix}_max{suffix}"] = int(top) if integral else float(top)
     return out
 
 
@@ -81,22 +83,22 @@ def reuse_counts(values: np.ndarray, request_of_ref: np.ndarray) -> tuple[int, i
     ``values[i]`` is the id referenced by reference ``i`` and
     ``request_of_ref[i]`` its request, non-decreasing (references in replay
     order). A reference is *reused* when an earlier request referenced the
-    same id (a repeat inside one request is not a reuse).
+    same id; a repeat inside one request is not a reuse.
+
+    Linear time: Arrow's hash-based dictionary encoding numbers the ids in
+    order of first appearance, so a reference is a first appearance exactly
+    where the running maximum of the codes grows.
     """
     if values.size == 0:
         return 0, 0
-    order = np.argsort(values, kind="stable")  # stable: equal ids stay in replay order
-    sv = values[order]
-    sr = request_of_ref[order]
-    del order
-    new = np.empty(sv.size, dtype=bool)
-    new[0] = True
-    np.not_equal(sv[1:], sv[:-1], out=new[1:])
-    del sv
-    group = np.cumsum(new) - 1
-    first_req = sr[new]
-    reused = int(np.count_nonzero(sr > first_req[group]))
-    return int(np.count_nonzero(new)), reused
+    codes = pc.dictionary_encode(pa.array(values)).indices.to_numpy(zero_copy_only=False)
+    runmax = np.maximum.accumulate(codes)
+    first = np.empty(codes.size, dtype=bool)
+    first[0] = True
+    np.greater(runmax[1:], runmax[:-1], out=first[1:])
+    del runmax
+    first_req = request_of_ref[first]  # indexed by code
+    return int(first_req.size), int(np.count_nonzero(request_of_ref > first_req[codes]))
 
 
 def _resolve_model(model):
@@ -137,11 +139,14 @@ def _chunk_reuse(ct) -> tuple[int, int]:
 # --------------------------------------------------------------------------- tree
 
 
-def _tree_sample(ct, session: np.ndarray | None, max_refs: int) -> tuple[np.ndarray, str | None]:
-    """Requests (sorted indices) whose chunk paths form the networkx sample, and the sampling unit."""
-    n = ct.n_requests
-    lens = np.diff(ct.offsets)
-    if ct.chunk_refs <= max_refs:
+def _tree_sample(lens: np.ndarray, session: np.ndarray | None, max_refs: int) -> tuple[np.ndarray, str | None]:
+    """Requests (sorted indices) whose chunk paths form the networkx sample, and the sampling unit.
+
+    ``lens``: full chunks per request. No sampling while the trace has at most
+    ``max_refs`` chunk references.
+    """
+    n = len(lens)
+    if int(lens.sum()) <= max_refs:
         return np.arange(n, dtype=np.int64), None
     if session is not None and np.any(session >= 0):
         # whole sessions at random (requests without a session are units of their own)
@@ -160,34 +165,47 @@ def _tree_sample(ct, session: np.ndarray | None, max_refs: int) -> tuple[np.ndar
     return np.arange(k, dtype=np.int64), "request_prefix"
 
 
-def _tree_shape(ct, session: np.ndarray | None, max_refs: int) -> dict[str, Any]:
+def _tree_shape(table: pa.Table, tree_tokens: int, chunked, session: np.ndarray | None,
+                max_refs: int) -> dict[str, Any]:
+    """Shape of the prefix tree of ``tree_tokens``-token chunks, with networkx.
+
+    ``chunked``: the whole table already cut at ``tree_tokens`` (or None).
+    The sample is cut on its own, so a large trace is never chunked whole here.
+    """
     import networkx as nx
 
-    idx, unit = _tree_sample(ct, session, max_refs)
-    sub = ct.subset(idx) if unit is not None else ct
-    flat = sub.flat
+    from cluster_sim.trace.chunks import chunk_trace
+
+    lens = _np(table.column("input_tokens"), np.int64) // tree_tokens if table.num_rows else np.zeros(0, np.int64)
+    idx, unit = _tree_sample(lens, session, max_refs)
+    if unit is None:
+        ct = chunked if chunked is not None else chunk_trace(table, tree_tokens)
+    else:
+        ct = chunk_trace(table.take(pa.array(idx)), tree_tokens)
+    flat = ct.flat
     out: dict[str, Any] = {
-        "tree_chunk_tokens": int(ct.chunk_tokens),
+        "tree_chunk_tokens": int(tree_tokens),
         "tree_sampled": unit is not None,
         "tree_sample_unit": unit or "none",
         "tree_sample_requests": int(len(idx)),
         "tree_sample_chunk_references": int(flat.size),
     }
-    zero = {"tree_nodes": 0, "tree_roots": 0, "tree_leaves": 0, "tree_max_depth": 0, "tree_mean_depth": 0.0,
-            "tree_mean_leaf_depth": 0.0, "tree_internal_nodes": 0, "tree_mean_branching": 0.0,
-            "tree_shared_reference_fraction": 0.0}
     if flat.size == 0:
-        out.update(zero)
+        out.update({"tree_nodes": 0, "tree_roots": 0, "tree_leaves": 0, "tree_max_depth": 0,
+                    "tree_mean_depth": 0.0, "tree_mean_leaf_depth": 0.0, "tree_internal_nodes": 0,
+                    "tree_mean_branching": 0.0, "tree_shared_reference_fraction": 0.0})
         return out
-    nodes, refs = np.unique(flat, return_counts=True)  # a request references a chunk at most once
+    # a request references a chunk at most once (chunk_trace rejects hashes that are not prefix-chained)
+    nodes, refs = np.unique(flat, return_counts=True)
     parents = ct.parent[nodes]
     root = -1  # a virtual root above every first chunk
     g = nx.DiGraph()
     g.add_nodes_from(nodes.tolist())
     g.add_edges_from(zip(np.where(parents >= 0, parents, root).tolist(), nodes.tolist()))
     depth = nx.single_source_shortest_path_length(g, root)
-    node_depth = np.fromiter((depth[c] for c in nodes.tolist()), dtype=np.int64, count=len(nodes))
-    outdeg = np.fromiter((d for _, d in g.out_degree(nodes.tolist())), dtype=np.int64, count=len(nodes))
+    node_list = nodes.tolist()
+    node_depth = np.fromiter((depth[c] for c in node_list), dtype=np.int64, count=len(nodes))
+    outdeg = np.fromiter((d for _, d in g.out_degree(node_list)), dtype=np.int64, count=len(nodes))
     leaves = outdeg == 0
     internal = ~leaves
     out.update({
@@ -252,23 +270,35 @@ def trace_statistics(table: pa.Table, chunk_tokens: int | str | None = None, mod
     counts = _np(pc.list_value_length(lists), np.int64) if n else np.zeros(0, np.int64)
     values = _np(lists.flatten(), np.uint64) if n else np.zeros(0, np.uint64)
     req_of_ref = np.repeat(np.arange(n, dtype=np.int64), counts)
-    unique_blocks, reused = reuse_counts(values, req_of_ref)
+    # full blocks: the first floor(input_tokens / block_tokens) hashes of each request, the
+    # blocks the simulator can cache
+    n_full = in_tok // bt
+    if np.any(n_full > counts):
+        bad = int(np.flatnonzero(n_full > counts)[0])
+        raise TraceError(_source(table) or "<table>", f"request has {int(counts[bad])} block hashes but "
+                         f"{int(in_tok[bad])} input tokens need {int(n_full[bad])} full blocks",
+                         line=bad + 1, field="block_hashes")
+    if np.array_equal(n_full, counts):  # the trace gives full blocks only
+        (unique_blocks, reused) = reuse_counts(values, req_of_ref)
+        n_full_refs, unique_full, f_reused = int(values.size), unique_blocks, reused
+    else:
+        pos = np.arange(values.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        is_full = pos < n_full[req_of_ref]
+        del pos
+        unique_blocks, reused = reuse_counts(values, req_of_ref)
+        unique_full, f_reused = reuse_counts(values[is_full], req_of_ref[is_full])
+        n_full_refs = int(np.count_nonzero(is_full))
+        del is_full
     res.update({
         "block_references": int(values.size),
         "unique_blocks": unique_blocks,
         "reuse_fraction": reused / values.size if values.size else 0.0,
         "unique_token_footprint": unique_blocks * bt,
+        "full_block_references": n_full_refs,
+        "unique_full_blocks": unique_full,
+        "full_block_reuse_fraction": f_reused / n_full_refs if n_full_refs else 0.0,
     })
     del values, req_of_ref
-
-    # ---- full blocks (the simulator's cacheable blocks) -------------------
-    full = chunk_trace(table, bt)
-    f_refs, f_reused = _chunk_reuse(full)
-    res.update({
-        "full_block_references": f_refs,
-        "unique_full_blocks": int(full.n_chunks),
-        "full_block_reuse_fraction": f_reused / f_refs if f_refs else 0.0,
-    })
 
     # ---- lengths, arrivals, sessions, categories -------------------------
     res.update(_quantiles(in_tok, "input_tokens", maximum=True))
@@ -292,7 +322,7 @@ def trace_statistics(table: pa.Table, chunk_tokens: int | str | None = None, mod
     # ---- chunks and working set -----------------------------------------
     chunked = None
     if ct_tokens is not None:
-        chunked = full if ct_tokens == bt else chunk_trace(table, ct_tokens)
+        chunked = chunk_trace(table, ct_tokens)
         c_refs, c_reused = _chunk_reuse(chunked)
         res.update({
             "chunk_tokens": int(ct_tokens),
@@ -314,7 +344,7 @@ def trace_statistics(table: pa.Table, chunk_tokens: int | str | None = None, mod
 
     # ---- prefix-tree shape (networkx, sampled when large) -----------------
     if tree:
-        res.update(_tree_shape(chunked if chunked is not None else full, session, max_tree_refs))
+        res.update(_tree_shape(table, ct_tokens or bt, chunked, session, max_tree_refs))
     return res
 
 
@@ -327,8 +357,8 @@ def _fmt(v: Any) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     if isinstance(v, float):
-        if v == int(v) and abs(v) >= 1000:
-            return f"{v:,.0f}"
+        if v == int(v):
+            return f"{int(v):,}"
         if abs(v) >= 100:
             return f"{v:,.1f}"
         return f"{v:.4g}" if abs(v) < 1 else f"{v:,.3f}"

@@ -24,6 +24,16 @@ drawn turn or just before a prompt would exceed ``max_input_tokens`` (the
 first turn's message is shortened to fit). With ``think_time_sigma > 0`` the
 think time is lognormal with the same mean instead (a heavier tail).
 
+Context rewrites
+----------------
+With probability ``rewrite_prob`` a later turn rewrites its session's
+history (an agent clearing old tool results, a reminder early in the
+conversation changing): everything after the system prompt is new content in
+that turn, so it shares only the system prompt with the earlier turns, and
+the later turns extend the rewritten prompt. Prompt lengths do not change.
+(In the WEKA Claude Code traces about 3 % of turns re-send most of their
+history as new blocks, and those turns hold most of the traces' misses.)
+
 Sub-agents
 ----------
 Each turn of an agent session spawns a Poisson number of sub-agents (mean
@@ -56,10 +66,11 @@ root, with ``mix(a, b) = splitmix64(splitmix64(a) ^ b)`` in numpy uint64
 arithmetic. Hence equal prefix ⇒ equal hash; the full-block hashes of turn
 ``k+1`` extend those of turn ``k``; turn ``k``'s final partial block gets a new
 hash once a later turn fills it; sessions sharing a system prompt share the
-hashes of its full blocks. A sub-agent is one more stream (its message and
-output keys use stream ids after the sessions').
+hashes of its full blocks. A sub-agent, and the part of a session after a
+rewrite, is one more stream: its message and output keys use a stream id
+after the sessions' ids, and its prompt starts from the system prompt.
 
-Requests are sorted by arrival (ties: session, then turn) and numbered
+Requests are sorted by arrival (ties: stream, then turn) and numbered
 ``0 … N-1`` in that order. Same spec and seed ⇒ the identical table.
 """
 from __future__ import annotations
@@ -91,6 +102,7 @@ _TAG_SUBAGENT_SYSTEM = 0x53554253  # "SUBS"
 _LATER_KNOBS = (
     "think_time_sigma", "subagents_per_agent_turn", "subagent_turns_mean", "subagent_first_message_tokens",
     "subagent_message_tokens", "subagent_output_tokens", "subagent_think_time_s", "subagent_system_prompt_tokens",
+    "rewrite_prob",
 )
 
 
@@ -156,7 +168,8 @@ class SyntheticSpec:
     # ---- knobs added later (listed in a table's metadata only when not at their defaults)
     think_time_sigma: float = 0.0
     """0: exponential think times (mean ``think_time_s`` / ``agent_think_time_s``); > 0: lognormal
-    think times with the same mean and this sigma (heavier tail)."""
+    think times with the same mean and this sigma (heavier tail). Sub-agents keep exponential
+    pauses (machine-driven tool loops)."""
     subagents_per_agent_turn: float = 0.0
     """Mean (Poisson) number of sub-agents each agent turn spawns; 0 = none."""
     subagent_turns_mean: float = 10.0
@@ -167,6 +180,11 @@ class SyntheticSpec:
     """Median new input per later sub-agent turn (tool results)."""
     subagent_output_tokens: int = 150
     subagent_think_time_s: float = 1.0
+    rewrite_prob: float = 0.0
+    """Probability that a later turn of a session rewrites its history: everything after the system
+    prompt becomes new content (as when an agent clears old tool results or a reminder early in
+    the conversation changes), so the turn shares only the system prompt with the turns before it
+    and later turns extend the rewritten prompt. Prompt lengths are unchanged."""
     subagent_system_prompt_tokens: int = 0
     """0: a sub-agent's prompt starts with its session's system prompt (a shared prefix with the
     parent); > 0: with a sub-agent system prompt of about this many tokens instead, one per entry
@@ -202,11 +220,13 @@ class SyntheticSpec:
                 bad(name, "must be >= 1")
         for name in ("think_time_s", "agent_think_time_s", "decode_s_per_token", "system_prompt_zipf",
                      "system_prompt_sigma", "first_message_sigma", "message_sigma", "output_sigma",
-                     "think_time_sigma", "subagents_per_agent_turn", "subagent_think_time_s"):
+                     "think_time_sigma", "rewrite_prob", "subagents_per_agent_turn", "subagent_think_time_s"):
             if not (np.isfinite(number(name)) and number(name) >= 0):
                 bad(name, "must be a non-negative number")
         if not 0 <= self.agent_fraction <= 1:
             bad("agent_fraction", "must be in [0, 1]")
+        if not 0 <= self.rewrite_prob <= 1:
+            bad("rewrite_prob", "must be in [0, 1]")
         if self.max_input_tokens < 2:
             bad("max_input_tokens", "must be at least 2")
         return self
@@ -268,11 +288,12 @@ def _lognormal_int(z: np.ndarray, median: np.ndarray, sigma: np.ndarray, lo: int
 
 def _stream_turns(rng: np.random.Generator, spec: SyntheticSpec, n_turns: np.ndarray, sys_len: np.ndarray,
                   start: np.ndarray, first_median: np.ndarray, msg_median: np.ndarray, out_median: np.ndarray,
-                  think_mean: np.ndarray) -> tuple[np.ndarray, ...]:
+                  think_mean: np.ndarray, think_sigma: float = 0.0) -> tuple[np.ndarray, ...]:
     """The turns of a group of streams (one conversation branch each), the cap applied.
 
     Per-stream inputs: number of turns, system-prompt length, start time and
-    the medians / mean think time of its turns. Draws, in this order, the
+    the medians / mean think time of its turns (exponential, or lognormal with
+    that mean when ``think_sigma > 0``). Draws, in this order, the
     message lengths, output lengths and think times of every turn. Returns
     per-turn ``(stream, turn, msg, out, prompt_len, arrival)`` (stream = index
     into the inputs), grouped by stream in order, turns ascending.
@@ -288,8 +309,8 @@ def _stream_turns(rng: np.random.Generator, spec: SyntheticSpec, n_turns: np.nda
     msg = _lognormal_int(rng.standard_normal(R0), msg_med.astype(np.float64), msg_sigma, 1, cap)
     out = _lognormal_int(rng.standard_normal(R0), out_median[t_sess].astype(np.float64), spec.output_sigma, 1,
                          spec.max_output_tokens)
-    if spec.think_time_sigma > 0:  # lognormal with the same mean
-        sig = spec.think_time_sigma
+    if think_sigma > 0:  # lognormal with the same mean
+        sig = think_sigma
         think = np.exp(sig * rng.standard_normal(R0) - 0.5 * sig * sig) * think_mean[t_sess]
     else:
         think = rng.exponential(1.0, R0) * think_mean[t_sess]
@@ -352,12 +373,14 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
         msg_median=np.where(is_agent, spec.agent_message_tokens, spec.message_tokens),
         out_median=np.where(is_agent, spec.agent_output_tokens, spec.output_tokens),
         think_mean=np.where(is_agent, spec.agent_think_time_s, spec.think_time_s),
+        think_sigma=spec.think_time_sigma,
     )
     # streams: one per session (stream id = session id), then one per sub-agent
     stream_session = np.arange(S, dtype=np.int64)
     stream_kind = is_agent.astype(np.int32)  # 0 text, 1 agent, 2 subagent
     stream_sys_key = sys_key[sys_idx]
     stream_sys_len = sys_len
+    R_own = len(t_sess)  # the sessions' own turns come first in the turn arrays
 
     # ---- sub-agents: branches spawned by agent turns ----------------------
     if spec.subagents_per_agent_turn > 0 and is_agent.any():
@@ -397,6 +420,28 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
             stream_kind = np.concatenate([stream_kind, np.full(A, 2, dtype=np.int32)])
             stream_sys_key = np.concatenate([stream_sys_key, a_sys_key])
             stream_sys_len = np.concatenate([stream_sys_len, a_sys_len])
+
+    # ---- context rewrites: a later turn whose history is new content -------
+    if spec.rewrite_prob > 0 and R_own:
+        rw = np.zeros(len(t_sess), dtype=bool)
+        rw[:R_own] = (rng.random(R_own) < spec.rewrite_prob) & (t_turn[:R_own] > 1)
+        if rw.any():
+            # the rewritten turn and the turns after it form a new stream of the same session that
+            # shares only the system prompt with the old one; its first message is the whole history
+            NS0 = len(stream_session)
+            count = np.cumsum(rw)
+            stream_first = (np.cumsum(np.bincount(t_sess, minlength=NS0)) - np.bincount(t_sess, minlength=NS0))
+            since = count - count[stream_first[t_sess]]  # rewrites so far in the turn's stream
+            old_stream = t_sess[rw]
+            msg[rw] = prompt_len[rw] - stream_sys_len[old_stream]
+            t_sess = np.where(since > 0, NS0 + count - 1, t_sess)
+            stream_session = np.concatenate([stream_session, stream_session[old_stream]])
+            stream_kind = np.concatenate([stream_kind, stream_kind[old_stream]])
+            stream_sys_key = np.concatenate([stream_sys_key, stream_sys_key[old_stream]])
+            stream_sys_len = np.concatenate([stream_sys_len, stream_sys_len[old_stream]])
+            regroup = np.argsort(t_sess, kind="stable")
+            t_sess, t_turn, msg, out, prompt_len, arrival = (
+                a[regroup] for a in (t_sess, t_turn, msg, out, prompt_len, arrival))
 
     # From here on a "session" is a stream: t_sess indexes streams, grouped in order.
     NS = len(stream_session)

@@ -1,0 +1,178 @@
+"""``dynamic_random``: write-back gated by CacheLib Navy's DynamicRandomAP (policies.md §9.1).
+
+DRAM and SSD evict LRU leaf-first (as ``lru``). A DRAM victim without a valid SSD
+copy is written to the SSD with probability
+
+    P = clamp(base(size) * factor, 0, 1),   base(size) = (bitlen(base_size) / bitlen(size)) ^ size_decay
+
+and dropped otherwise. Every ``policy.update_interval_s`` of simulated time
+(checked before each request) the factor follows the write budget:
+
+    r_obs  = bytes written since the last update / elapsed
+    r_need = max(0, target_rate * (elapsed since start + 1 day) - bytes written) / 1 day, capped at max_rate
+    factor = clamp(factor * clamp(r_need / r_obs, 1 - change_window, 1 + change_window),
+                   prob_factor_min, prob_factor_max)
+
+(no update while nothing was written), so unused budget carries over and an
+overshoot is paid back over the next day, as in CacheLib. The bytes written are
+the policy's own demotions of payloads without an SSD copy (what the node counts,
+warm-up included, like a device counter).
+
+``policy.target_bytes_per_day`` defaults to the drive's endurance budget,
+``hardware.ssd.dwpd x hardware.ssd_bytes``, divided by
+``workload.replays_per_day_scale`` when the node context carries it (the metric
+``ssd_bytes_written_per_day`` multiplies the trace's rate by that scale).
+``policy.max_rate_bytes_per_s`` defaults to ``hardware.ssd_write_bytes_per_s``.
+``size_decay`` defaults to 0 (KV chunks are near-uniform; CacheLib's 0.3 penalises
+large items). Draws come from the node's seeded stream (``ctx.rng``), buffered so
+that a failed selection gives its draws back (atomicity, determinism).
+"""
+from __future__ import annotations
+
+from ..errors import ConfigError
+from ..units import parse_bytes, parse_rate
+from .base import DRAM, SSD, Policy
+from .write_through import VictimTally, num_param, select_gated
+
+__all__ = ["DynamicRandomPolicy"]
+
+DAY = 86400.0
+
+
+class DynamicRandomPolicy(Policy):
+    name = "dynamic_random"
+
+    def __init__(self, target_bytes_per_day=None, update_interval_s=60.0, probability_seed=1.0, base_size=4096,
+                 size_decay=0.0, change_window=0.25, max_rate_bytes_per_s=None, prob_factor_min=0.001,
+                 prob_factor_max=10.0, **params):
+        super().__init__(**params)
+        self.target_bytes_per_day = None if target_bytes_per_day is None else \
+            parse_bytes(target_bytes_per_day, "policy.target_bytes_per_day")
+        if self.target_bytes_per_day is not None and self.target_bytes_per_day <= 0:
+            raise ConfigError("policy.target_bytes_per_day", f"must be > 0, got {target_bytes_per_day!r}")
+        self.update_interval = num_param("update_interval_s", update_interval_s, lo=0, lo_open=True)
+        self.factor0 = num_param("probability_seed", probability_seed, lo=0, lo_open=True)
+        self.base_size = num_param("base_size", base_size, lo=1, integer=True)
+        self.size_decay = num_param("size_decay", size_decay, lo=0, hi=1)
+        self.change_window = num_param("change_window", change_window, lo=0, hi=1, lo_open=True)
+        if self.change_window >= 1:
+            raise ConfigError("policy.change_window", f"must be < 1, got {change_window!r}")
+        self.max_rate = None if max_rate_bytes_per_s is None else \
+            parse_rate(max_rate_bytes_per_s, "policy.max_rate_bytes_per_s")
+        self.fmin = num_param("prob_factor_min", prob_factor_min, lo=0, lo_open=True)
+        self.fmax = num_param("prob_factor_max", prob_factor_max, lo=self.fmin)
+
+    def bind(self, ctx) -> None:
+        super().bind(ctx)
+        st = self.st
+        hw = ctx.hardware
+        if self.target_bytes_per_day is not None:
+            per_day = float(self.target_bytes_per_day)
+        else:
+            scale = float(getattr(ctx, "replays_per_day_scale", 1.0) or 1.0)
+            per_day = hw.ssd.dwpd * hw.ssd_bytes / scale
+        self.target_rate = per_day / DAY
+        if self.max_rate is None:
+            self.max_rate = float(hw.ssd_write_bytes_per_s)
+        self.walkers = {DRAM: st.new_lru(DRAM), SSD: st.new_lru(SSD)}
+        self.tally = VictimTally()
+        self.factor = self.factor0
+        self.start = None
+        self.last_update = None
+        self.written = 0              # device bytes written (our demotions)
+        self.written_last = 0
+        self.n_updates = 0
+        self.n_admitted = self.n_rejected = 0
+        self.admitted_bytes = self.rejected_bytes = 0
+        self.r_obs = 0.0
+        self.r_need = 0.0
+        self._bitlen_base = int(self.base_size).bit_length()
+        self._ubuf: list[float] = []
+        self._ui = 0
+        self._decided: list[tuple[int, bool]] = []
+
+    # ---- control loop ------------------------------------------------------------------
+    def tick(self, now) -> None:
+        if self.start is None:
+            self.start = self.last_update = now
+            return
+        if now - self.last_update >= self.update_interval:
+            self._update(now)
+
+    def _update(self, now: float) -> None:
+        dt = now - self.last_update
+        self.last_update = now
+        diff = self.written - self.written_last
+        if diff <= 0 or dt <= 0:
+            return
+        self.n_updates += 1
+        self.r_obs = diff / dt
+        tomorrow = self.target_rate * (now - self.start + DAY)
+        need = max(0.0, tomorrow - self.written) / DAY
+        if self.max_rate and need > self.max_rate:
+            need = self.max_rate
+        self.r_need = need
+        lo, hi = 1.0 - self.change_window, 1.0 + self.change_window
+        change = min(max(need / self.r_obs, lo), hi)
+        self.factor = min(max(self.factor * change, self.fmin), self.fmax)
+        self.written_last = self.written
+
+    def probability(self, size: int) -> float:
+        base = 1.0
+        if self.size_decay:
+            base = (self._bitlen_base / max(1, int(size).bit_length())) ** self.size_decay
+        return min(1.0, max(0.0, base * self.factor))
+
+    def _draw(self) -> float:
+        i = self._ui
+        if i >= len(self._ubuf):
+            self._ubuf.extend(self.ctx.rng.random(1024).tolist())
+        self._ui = i + 1
+        return self._ubuf[i]
+
+    def _admit(self, p: int) -> bool:
+        prob = self.probability(int(self.st.size[p]))
+        ok = prob >= 1.0 or self._draw() < prob
+        self._decided.append((p, ok))
+        return ok
+
+    def select_victims(self, tier, bytes_needed, now):
+        if tier != DRAM:
+            return select_gated(self, self.walkers[tier], tier, bytes_needed)
+        if self._ui > 4096:
+            del self._ubuf[:self._ui]
+            self._ui = 0
+        u0 = self._ui
+        self._decided = []
+        out = select_gated(self, self.walkers[DRAM], DRAM, bytes_needed, self._admit)
+        if not out:
+            self._ui = u0           # give the draws back: a failed selection changes nothing
+            return out
+        if self.st.cap[SSD] > 0:
+            chosen = {p for p, _ in out}
+            size = self.st.size
+            res = self.st.res
+            seen = set()
+            for p, ok in reversed(self._decided):      # the last decision on a payload is the one used
+                if p in seen or p not in chosen:
+                    continue
+                seen.add(p)
+                s = int(size[p])
+                if ok:
+                    self.n_admitted += 1
+                    self.admitted_bytes += s
+                else:
+                    self.n_rejected += 1
+                    self.rejected_bytes += s
+            for p, a in out:
+                if a and not res[p] & 4:
+                    self.written += int(size[p])
+        return out
+
+    def counters(self):
+        d = {"admitted": self.n_admitted, "rejected": self.n_rejected, "admitted_bytes": self.admitted_bytes,
+             "rejected_bytes": self.rejected_bytes, "control_updates": self.n_updates,
+             "prob_factor_final": self.factor, "target_bytes_per_s": self.target_rate,
+             "observed_bytes_per_s_last": self.r_obs}
+        d.update(self.tally.as_dict())
+        return d

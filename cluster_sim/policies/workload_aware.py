@@ -1,0 +1,392 @@
+"""``workload_aware``: workload-aware eviction (Wang et al., "KVCache Cache in the Wild",
+USENIX ATC'25; policies.md §6, a reconstruction [recon]).
+
+Requests fall into categories ``w`` (default: request type × turn, e.g. ``text_1``,
+``agent_3``; a request without a type is of type ``none``). Within a category
+the time between two references to a chunk is fitted by an exponential
+distribution, refreshed periodically from a sliding window of recent requests:
+
+* ``P_w`` = reuse observations whose earlier reference lies in the window /
+  references of category ``w`` in the window (the share of blocks reused);
+* ``λ_w`` = 1 / mean reuse interval (the exponential MLE);
+* lifespan ``L_w`` = the ``lifespan_q`` quantile of the observed intervals
+  (``policy.lifespan=quantile``, default), or ``lifespan_c / λ_w``
+  (``policy.lifespan=mean_multiple``), or none.
+
+A reuse interval is attributed to the category of the *earlier* reference (the
+block's category when it was cached). A category with fewer than
+``min_samples`` intervals in the window uses the fit pooled over all
+categories; before any fit every category shares a prior (``P = 1``,
+``λ = 1/600 s``, no lifespan), which makes the policy LRU by last-touch time.
+
+The score of a block (FA or STATE payload) of category ``w`` idle for
+``Δ = now − t_last`` seconds, with look-ahead window ``H`` (``horizon_s``), is its
+predicted reuse probability within the window::
+
+    score = 0                                         if Δ > L_w   (dead)
+          = P_w · e^{−λ_w Δ} · (1 − e^{−λ_w H})       otherwise
+
+A payload's category is that of the last request that touched it (or created
+it). Each tier keeps one LRU queue (by the logical clock) per category; within
+a category the score falls with idle time, so only the queue heads are
+compared: the victim is the head with the lowest score, then the larger offset
+(chunk depth: tail blocks first), then the least recent, then the lower id.
+Heads that may not leave now (pinned, or an FA copy with descendants in the
+tier — leaf-first, §6.3) are skipped for this call.
+
+Tiering (§6.3): the score orders DRAM evictions and SSD evictions; SSD
+admission is write-back of every DRAM victim (FA and STATE), or with
+``policy.admit_threshold=θ`` only of victims whose score exceeds θ (the others
+are dropped when the residency rules allow it).
+
+Refits happen in ``tick`` every ``refit_s`` seconds; until one refit period has
+passed since the first request they are spaced exponentially (``first_fit_s``,
+then doubling), so short traces get a fit too.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from ..cache.lazyheap import LazyHeap
+from ..cache.state import BIT
+from ..errors import ConfigError
+from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative
+
+_TIERS = (DRAM, SSD)
+_PRIOR_RATE = 1.0 / 600.0
+CATEGORY_MODES = ("type_turn", "type", "first_later", "none")
+LIFESPAN_MODES = ("quantile", "mean_multiple", "none")
+
+
+def _num(v, key, lo=None, lo_open=False, hi=None, integer=False):
+    if isinstance(v, bool):
+        raise ConfigError(key, f"expected a number, got {v!r}")
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(key, f"expected a number, got {v!r}") from None
+    if not math.isfinite(x):
+        raise ConfigError(key, f"must be finite, got {v!r}")
+    if lo is not None and (x < lo or (lo_open and x == lo)):
+        raise ConfigError(key, f"must be {'>' if lo_open else '>='} {lo}, got {v!r}")
+    if hi is not None and x > hi:
+        raise ConfigError(key, f"must be <= {hi}, got {v!r}")
+    if integer:
+        if not x.is_integer():
+            raise ConfigError(key, f"expected a whole number, got {v!r}")
+        return int(x)
+    return x
+
+
+class WorkloadAwarePolicy(Policy):
+    name = "workload_aware"
+    wants_residency_events = True
+
+    def __init__(self, horizon_s=60.0, fit_window_s=3600.0, refit_s=3600.0, first_fit_s=60.0,
+                 lifespan="quantile", lifespan_q=0.9, lifespan_c=4.0, categories="type_turn", max_turn=4,
+                 min_samples=20, admit_threshold=None, **params):
+        super().__init__(**params)
+        self.H = _num(horizon_s, "policy.horizon_s", lo=0, lo_open=True)
+        self.window = _num(fit_window_s, "policy.fit_window_s", lo=0, lo_open=True)
+        self.refit = _num(refit_s, "policy.refit_s", lo=0, lo_open=True)
+        self.first_fit = _num(first_fit_s, "policy.first_fit_s", lo=0, lo_open=True)
+        if lifespan not in LIFESPAN_MODES:
+            raise ConfigError("policy.lifespan", f"must be one of {', '.join(LIFESPAN_MODES)}, got {lifespan!r}")
+        self.lifespan = lifespan
+        self.q = _num(lifespan_q, "policy.lifespan_q", lo=0, lo_open=True, hi=1)
+        self.lc = _num(lifespan_c, "policy.lifespan_c", lo=0, lo_open=True)
+        if categories not in CATEGORY_MODES:
+            raise ConfigError("policy.categories", f"must be one of {', '.join(CATEGORY_MODES)}, got {categories!r}")
+        self.cat_mode = categories
+        self.max_turn = _num(max_turn, "policy.max_turn", lo=1, integer=True)
+        self.min_samples = _num(min_samples, "policy.min_samples", lo=1, integer=True)
+        self.theta = None if admit_threshold is None else _num(admit_threshold, "policy.admit_threshold", lo=0)
+
+    # ------------------------------------------------------------------
+    def bind(self, ctx) -> None:
+        super().bind(ctx)
+        st = self.st
+        U = st.n_chunks
+        self.ssd_on = st.cap[SSD] > 0
+        self.pcat = np.full(2 * U, -1, dtype=np.int32)      # category of the last request touching the payload
+        self.last_t = np.zeros(2 * U, dtype=np.float64)      # its time (seconds)
+        self.ref_t = np.full(U, -1.0, dtype=np.float64)      # chunk reference history (reuse statistics)
+        self.ref_cat = np.full(U, -1, dtype=np.int32)
+        self.qcat = {t: np.full(2 * U, -1, dtype=np.int32) for t in _TIERS}
+        self.queues: dict[int, list[LazyHeap]] = {t: [] for t in _TIERS}
+        self.cat_ids: dict[str, int] = {}
+        self.cat_names: list[str] = []
+        self.cur_cat = 0
+        # fits, per category id: (P, lambda, lifespan)
+        self.fit: list[tuple[float, float, float]] = []
+        self.pooled = (1.0, _PRIOR_RATE, math.inf)
+        self.fitted = False
+        self.records: deque = deque()     # (t, cat, refs, intervals, prev_cats)
+        self.t0 = None
+        self.next_fit = None
+        self.n_fits = 0
+        self.c = {"dram_victims_demoted": 0, "dram_victims_dropped": 0, "ssd_evictions": 0, "dead_victims": 0,
+                  "heads_scored": 0, "requeued": 0, "failed_selects": 0}
+
+    # ---- categories ----------------------------------------------------------
+    def category_of(self, meta) -> str:
+        typ = meta.category if meta.category is not None else "none"
+        mode = self.cat_mode
+        if mode == "none":
+            return "all"
+        if mode == "type":
+            return str(typ)
+        turn = int(meta.turn) if meta.turn is not None else 0
+        if mode == "first_later":
+            return f"{typ}_{'first' if turn <= 1 else 'later'}"
+        return f"{typ}_{min(turn, self.max_turn)}"
+
+    def _cat_id(self, name: str) -> int:
+        i = self.cat_ids.get(name)
+        if i is None:
+            i = len(self.cat_names)
+            self.cat_ids[name] = i
+            self.cat_names.append(name)
+            self.fit.append(self.pooled)
+            for t in _TIERS:
+                self.queues[t].append(LazyHeap())
+        return i
+
+    # ---- requests ----------------------------------------------------------
+    def tick(self, now: float) -> None:
+        if self.t0 is None:
+            self.t0 = now
+            self.next_fit = now + min(self.first_fit, self.refit)
+        elif now >= self.next_fit:
+            self._refit(now)
+            age = now - self.t0
+            self.next_fit = now + min(self.refit, max(self.first_fit, 2.0 * age))
+
+    def on_access(self, payloads, now, meta) -> None:
+        cat = self._cat_id(self.category_of(meta))
+        self.cur_cat = cat
+        self._recategorise(payloads, cat)
+        self.last_t[payloads] = now
+        path = meta.path
+        if len(path):
+            prev = self.ref_t[path]
+            seen = prev >= 0
+            if seen.any():
+                iv = now - prev[seen]
+                pc = self.ref_cat[path][seen]
+            else:
+                iv = np.zeros(0)
+                pc = np.zeros(0, dtype=np.int32)
+            self.records.append((now, cat, len(path), iv, pc))
+            self.ref_t[path] = now
+            self.ref_cat[path] = cat
+
+    def on_insert(self, payloads, now) -> None:
+        self._recategorise(payloads, self.cur_cat)
+        self.last_t[payloads] = now
+
+    def _recategorise(self, payloads, cat: int) -> None:
+        """Give ``payloads`` category ``cat``, moving the queued ones to that category's queues now
+        (so a queue holds exactly its category's payloads; stamps only grow within a queue)."""
+        old = self.pcat[payloads]
+        self.pcat[payloads] = cat
+        moved = payloads[old != cat]
+        if not len(moved):
+            return
+        stamp = self.st.stamp
+        for t in _TIERS:
+            qc = self.qcat[t]
+            qs = self.queues[t]
+            for p in moved[qc[moved] >= 0].tolist():
+                qs[int(qc[p])].discard(p)
+                qs[cat].push(p, int(stamp[p]), p)
+                qc[p] = cat
+
+    # ---- residency events ------------------------------------------------
+    def on_enter(self, tier: int, p: int) -> None:
+        if tier == HBM:
+            return
+        cat = int(self.pcat[p])
+        if cat < 0:
+            cat = self.cur_cat
+            self.pcat[p] = cat
+        self.queues[tier][cat].push(p, int(self.st.stamp[p]), p)
+        self.qcat[tier][p] = cat
+
+    def on_leave(self, tier: int, p: int) -> None:
+        if tier == HBM:
+            return
+        cat = int(self.qcat[tier][p])
+        if cat >= 0:
+            self.queues[tier][cat].discard(p)
+            self.qcat[tier][p] = -1
+
+    # ---- fitting -------------------------------------------------------------
+    def _refit(self, now: float) -> None:
+        lo = now - self.window
+        rec = self.records
+        while rec and rec[0][0] < lo:
+            rec.popleft()
+        n = len(self.cat_names)
+        refs = np.zeros(n, dtype=np.float64)
+        ivs, pcs = [], []
+        for t, cat, m, iv, pc in rec:
+            refs[cat] += m
+            if len(iv):
+                keep = iv <= t - lo          # the earlier reference lies in the window
+                ivs.append(iv[keep])
+                pcs.append(pc[keep])
+        iv = np.concatenate(ivs) if ivs else np.zeros(0)
+        pc = np.concatenate(pcs) if pcs else np.zeros(0, dtype=np.int32)
+        self.pooled = self._fit_one(iv, refs.sum()) if len(iv) >= self.min_samples else (1.0, _PRIOR_RATE, math.inf)
+        fits = []
+        order = np.argsort(pc, kind="stable")
+        pcs_sorted = pc[order]
+        bounds = np.searchsorted(pcs_sorted, np.arange(n + 1))
+        for w in range(n):
+            sel = iv[order[bounds[w]:bounds[w + 1]]]
+            fits.append(self._fit_one(sel, refs[w]) if len(sel) >= self.min_samples else self.pooled)
+        self.fit = fits
+        self.fitted = True
+        self.n_fits += 1
+
+    def _fit_one(self, iv: np.ndarray, refs: float) -> tuple[float, float, float]:
+        P = min(1.0, len(iv) / refs) if refs > 0 else 1.0
+        mean = max(float(iv.mean()), 1e-3)
+        lam = 1.0 / mean
+        if self.lifespan == "quantile":
+            L = float(np.quantile(iv, self.q))
+        elif self.lifespan == "mean_multiple":
+            L = self.lc * mean
+        else:
+            L = math.inf
+        return P, lam, L
+
+    def score(self, p: int, cat: int, now: float) -> float:
+        P, lam, L = self.fit[cat]
+        d = now - float(self.last_t[p])
+        if d > L:
+            return 0.0
+        return P * math.exp(-lam * max(d, 0.0)) * (1.0 - math.exp(-lam * self.H))
+
+    # ---- selection ---------------------------------------------------------
+    def select_victims(self, tier, bytes_needed, now):
+        if tier not in _TIERS:
+            return []
+        st = self.st
+        bit = BIT[tier]
+        cur = st.cur
+        stamp, res, pin, size, depth = st.stamp, st.res, st.pin, st.size, st.depth
+        queues = self.queues[tier]
+        tent = Tentative(st, tier)
+        demote_ok = tier == DRAM and self.ssd_on
+        chosen: set[int] = set()
+        held: list[tuple[int, int, int]] = []      # (cat, key, p) popped and to be pushed back
+        skipped: dict[int, tuple[int, int]] = {}   # p -> (cat, key): heads that may not leave now
+        heads: dict[int, tuple | None] = {}
+        out: list[tuple[int, int]] = []
+        freed = 0
+
+        def may_leave(p, action_drop):
+            if pin[p] == cur or p in chosen:
+                return False
+            if not p & 1:
+                c = p >> 1
+                if not tent.is_leaf(c):
+                    return False
+                if action_drop and int(res[p]) == bit and not tent.may_drop_last(c):
+                    return False
+            return True
+
+        def head(cat):
+            q = queues[cat]
+            while True:
+                e = q.peek()
+                if e is None:
+                    return None
+                key, _, p = e
+                if int(stamp[p]) != key:                     # touched since: re-key (stamps only grow)
+                    q.push(p, int(stamp[p]), p)
+                    self.c["requeued"] += 1
+                    continue
+                if not may_leave(p, not demote_ok):
+                    q.pop()
+                    skipped[p] = (cat, key)
+                    continue
+                sc = self.score(p, cat, now)
+                self.c["heads_scored"] += 1
+                return (sc, -int(depth[p >> 1]), key, p)
+
+        while freed < bytes_needed:
+            best = None
+            for cat in range(len(queues)):
+                if cat not in heads:
+                    heads[cat] = head(cat)
+                h = heads[cat]
+                if h is not None and (best is None or h < best[1]):
+                    best = (cat, h)
+            if best is None:
+                for cat, key, p in held:
+                    queues[cat].push(p, key, p)
+                for p, (cat, key) in skipped.items():
+                    queues[cat].push(p, key, p)
+                self.c["failed_selects"] += 1
+                return []
+            cat, (sc, _, key, p) = best
+            queues[cat].pop()
+            held.append((cat, key, p))
+            heads.pop(cat, None)
+            if tier == SSD:
+                action = DROP
+            elif not demote_ok:
+                action = DROP
+            elif self.theta is not None and sc <= self.theta and may_leave(p, True):
+                action = DROP
+            else:
+                action = DEMOTE
+            dropping = action == DROP or tier == SSD
+            if not p & 1:
+                c = p >> 1
+                tent.choose(c, dropping and int(res[p]) == bit)
+                # its nearest ancestor in the tier may now leave: reconsider it if it was skipped
+                par = int(st.parent[c])
+                if par >= 0:
+                    if res[2 * par] & bit:
+                        y = par
+                    else:
+                        anc = st.ancestors(c)
+                        hit = np.flatnonzero(res[2 * anc] & bit)
+                        y = int(anc[hit[-1]]) if len(hit) else -1
+                    if y >= 0 and 2 * y in skipped:
+                        ycat, ykey = skipped.pop(2 * y)
+                        queues[ycat].push(2 * y, ykey, 2 * y)
+                        heads.pop(ycat, None)
+            chosen.add(p)
+            out.append((p, action))
+            freed += int(size[p])
+            if sc == 0.0:
+                self.c["dead_victims"] += 1
+        for p, (cat, key) in skipped.items():
+            queues[cat].push(p, key, p)
+        for p, a in out:
+            if tier == SSD:
+                self.c["ssd_evictions"] += 1
+            elif a == DEMOTE:
+                self.c["dram_victims_demoted"] += 1
+            else:
+                self.c["dram_victims_dropped"] += 1
+        return out
+
+    def counters(self):
+        d = dict(self.c)
+        d["categories"] = len(self.cat_names)
+        d["refits"] = self.n_fits
+        if self.fitted:
+            P, lam, L = self.pooled
+            d["pooled_reuse_prob"] = P
+            d["pooled_mean_reuse_s"] = 1.0 / lam
+            d["pooled_lifespan_s"] = L if math.isfinite(L) else -1.0
+        return d

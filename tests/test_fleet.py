@@ -1,0 +1,111 @@
+"""The fleet: routers, epochs, backends that agree bit for bit (simulation-model §8)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cluster_sim
+from cluster_sim.errors import UserError
+
+from conftest import MOONCAKE, needs_mooncake
+
+ROUTERS = ["round_robin", "random", "session_affinity", "least_loaded", "kv_aware"]
+BASE = ["fleet.nodes=4", "workload.limit_requests=500"]
+
+
+def comparable(summary):
+    d = summary.to_dict()
+    out = {"fleet": dict(d["fleet"]), "nodes": [dict(n) for n in d["nodes"]]}
+    for sec in [out["fleet"], *out["nodes"]]:
+        sec.pop("sim_wall_s")
+        sec.pop("sim_chunk_refs_per_s")
+    return out
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    from cluster_sim.distributed import ensure_ray
+    ensure_ray("local")
+    yield ray
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.parametrize("router", ROUTERS)
+def test_backends_and_packings_are_bit_identical(ray_session, router):
+    ov = BASE + [f"fleet.router={router}"]
+    local = cluster_sim.run(cluster_sim.compose(ov), write=False)
+    assert local.run["actor_processes"] == 0
+    one = cluster_sim.run(cluster_sim.compose(ov + ["fleet.backend=ray", "fleet.ray_workers=1"]), write=False)
+    two = cluster_sim.run(cluster_sim.compose(ov + ["fleet.backend=ray", "fleet.ray_workers=2"]), write=False)
+    assert one.run["actor_processes"] == 1 and two.run["actor_processes"] == 2
+    assert comparable(local) == comparable(one) == comparable(two)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_kv_events_feedback_is_identical_across_backends(ray_session):
+    ov = BASE + ["fleet.router=kv_aware", "fleet.sync=kv_events", "fleet.epoch_s=30"]
+    local = cluster_sim.run(cluster_sim.compose(ov), write=False)
+    remote = cluster_sim.run(cluster_sim.compose(ov + ["fleet.backend=ray", "fleet.ray_workers=2"]), write=False)
+    assert comparable(local) == comparable(remote)
+
+
+@pytest.mark.ray
+def test_dead_actor_fails_the_run_naming_node_and_epoch(ray_session, tmp_path):
+    out = tmp_path / "s.json"
+    cfg = cluster_sim.compose(BASE + ["fleet.backend=ray", "+fleet.inject_failure={node: 2, epoch: 3}",
+                                      f"output.summary_path={out}"])
+    with pytest.raises(UserError, match=r"node 2 .*died during epoch 3"):
+        cluster_sim.run(cfg)
+    assert not out.exists()
+
+
+def test_inprocess_failure_names_node_and_epoch():
+    cfg = cluster_sim.compose(BASE + ["+fleet.inject_failure={node: 1, epoch: 2}"])
+    with pytest.raises(UserError, match=r"node 1 failed during epoch 2"):
+        cluster_sim.run(cfg, write=False)
+
+
+def test_session_affinity_keeps_each_session_on_one_node():
+    from cluster_sim.api import prepare
+    from cluster_sim.config import SimConfig
+    from cluster_sim.fleet import run_fleet
+
+    cfg = SimConfig.from_mapping(cluster_sim.compose(["fleet.nodes=4", "fleet.router=session_affinity"]))
+    trace, _, _ = prepare(cfg)
+    raw = run_fleet(trace, cfg)
+    assign = raw["assign"]
+    for sid in np.unique(trace.session_id):
+        assert len(np.unique(assign[trace.session_id == sid])) == 1
+    assert len(np.unique(assign)) == 4          # and the sessions spread over the fleet
+
+
+def test_every_router_uses_every_node_and_summary_has_per_node_rows():
+    for r in ROUTERS:
+        s = cluster_sim.run(cluster_sim.compose(BASE + [f"fleet.router={r}"]), write=False)
+        assert len(s.nodes) == 4
+        assert sum(n["requests"] for n in s.nodes) == s.fleet["requests"] == 500
+        assert all(n["requests"] > 0 for n in s.nodes), r
+        assert s.fleet["wear_imbalance"] >= 1.0 or s.fleet["ssd_bytes_written"] == 0
+
+
+def test_least_loaded_beats_round_robin_p99_ttft_when_queues_build():
+    ov = ["fleet.nodes=4", "workload.time_scale=40", "hardware.gpus_per_node=1"]
+    rr = cluster_sim.run(cluster_sim.compose(ov + ["fleet.router=round_robin"]), write=False).fleet
+    ll = cluster_sim.run(cluster_sim.compose(ov + ["fleet.router=least_loaded"]), write=False).fleet
+    assert rr["ttft_p99_s"] > rr["load_latency_p99_s"]          # the load does queue
+    assert ll["ttft_p99_s"] < rr["ttft_p99_s"]
+
+
+@needs_mooncake
+@pytest.mark.slow
+def test_kv_aware_beats_round_robin_on_mooncake():
+    ov = ["workload=mooncake", f"workload.path={MOONCAKE}", "cache.chunk_tokens=512", "fleet.nodes=4",
+          "model=qwen3_next_80b_a3b"]
+    rr = cluster_sim.run(cluster_sim.compose(ov + ["fleet.router=round_robin"]), write=False).fleet
+    kv = cluster_sim.run(cluster_sim.compose(ov + ["fleet.router=kv_aware"]), write=False).fleet
+    assert kv["chunk_miss_ratio"] < rr["chunk_miss_ratio"]
+    assert kv["ttft_p99_s"] <= 1.2 * rr["ttft_p99_s"]
+    assert kv["wear_imbalance"] <= 1.5
