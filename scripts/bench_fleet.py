@@ -1,0 +1,65 @@
+#!/usr/bin/env python
+"""Fleet scaling benchmark (printed, never asserted).
+
+Wall time of a 16-node fleet on the WEKA Claude Code v8 trace (or the bundled default
+when ../shared/traces is absent), in-process vs Ray with 1 and 2 actor processes, and
+the parallel efficiency (in-process time / (Ray time × workers)). On a 2-core machine
+expect at most 2× speed-up.
+
+    python scripts/bench_fleet.py [--nodes 16] [--limit N]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import cluster_sim  # noqa: E402
+from cluster_sim.api import prepare  # noqa: E402
+from cluster_sim.config import SimConfig  # noqa: E402
+
+WEKA = ROOT.parent / "shared" / "traces" / "weka-claude-code-v8" / "traces_v8.jsonl.gz"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=16)
+    ap.add_argument("--limit", type=int, default=None, help="workload.limit_requests")
+    ap.add_argument("--chunk-tokens", type=int, default=256)
+    args = ap.parse_args()
+    base = [f"fleet.nodes={args.nodes}", "fleet.router=session_affinity", "hardware=h100_8x",
+            f"cache.chunk_tokens={args.chunk_tokens}"]
+    if WEKA.exists():
+        base += ["workload=claude_code", f"workload.path={WEKA}"]
+    else:
+        print(f"({WEKA} not found: using the bundled default trace)")
+    if args.limit:
+        base.append(f"workload.limit_requests={args.limit}")
+    cfg0 = SimConfig.from_mapping(cluster_sim.compose(base))
+    t = time.perf_counter()
+    trace, _, _ = prepare(cfg0)
+    print(f"trace: {trace.n_requests:,} requests, {trace.chunk_refs:,} chunk refs, {trace.n_chunks:,} chunks "
+          f"(loaded and chunked in {time.perf_counter() - t:.1f} s)")
+    rows = []
+    for label, extra in [("in-process", []), ("ray, 1 worker", ["fleet.backend=ray", "fleet.ray_workers=1"]),
+                         ("ray, 2 workers", ["fleet.backend=ray", "fleet.ray_workers=2"])]:
+        cfg = SimConfig.from_mapping(cluster_sim.compose(base + extra))
+        t = time.perf_counter()
+        s = cluster_sim.run(cfg, trace=trace, write=False)
+        outside = time.perf_counter() - t
+        rows.append((label, s.fleet["sim_wall_s"], outside, s.run["actor_processes"], s.fleet["chunk_miss_ratio"]))
+        print(f"{label:16s} sim_wall_s {s.fleet['sim_wall_s']:8.2f}  run() {outside:8.2f} s  "
+              f"actor processes {s.run['actor_processes']}  chunk_miss_ratio {s.fleet['chunk_miss_ratio']:.4f}")
+    base_t = rows[0][1]
+    for label, wall, _, procs, _ in rows[1:]:
+        w = max(1, procs)
+        print(f"{label:16s} speed-up vs in-process {base_t / wall:.2f}x, parallel efficiency {base_t / (wall * w):.2f}")
+    assert len({r[4] for r in rows}) == 1, "backends disagree"
+
+
+if __name__ == "__main__":
+    main()
