@@ -599,8 +599,10 @@ class GandalfPolicy(Policy):
                     aside.append((key, p))
                 continue
             if not p & 1 and st.res[p] == 4 and not tent.may_drop_last(p >> 1):
-                aside.append((key, p))
-                continue
+                if tent.cred_any.get(p >> 1):
+                    aside.append((key, p))       # blocked only by this selection's own choices
+                continue                          # not evictable now: back on a global-leaf event
+
             fresh = self._ssd_key(p, now)
             nxt = self.ssd_heap.peek()
             if fresh > key + _EPS * max(1.0, abs(key)) and nxt is not None and fresh > nxt[0]:
@@ -659,11 +661,11 @@ class _VictimPool:
             key, _, p = e
             if not st.res[p] & 4:
                 continue
+            if not p & 1 and st.res[p] == 4 and int(st.dany[p >> 1]) > 0:
+                continue            # last copy with resident descendants: back on a global-leaf event
             self.popped.append((key, p))
             if st.pin[p] == cur:
                 continue
-            if not p & 1 and st.res[p] == 4 and int(st.dany[p >> 1]) > 0:
-                continue            # last copy with resident descendants: not evictable now
             v = pol._ssd_value(p, self.now)
             self.items.append((v, int(st.size[p]), p))
             return True
