@@ -150,13 +150,16 @@ class WorkloadConfig:
             raise ConfigError(f"{prefix}.path", f"workload.format={fmt} needs a trace file path")
         lim = _num(m, "limit_requests", prefix, None, lo=1, integer=True, allow_none=True)
         until = _num(m, "until_s", prefix, None, lo=0, allow_none=True)
-        return cls(
+        wl = cls(
             format=fmt, path=None if path is None else str(path), limit_requests=lim, until_s=until,
             warmup_s=_num(m, "warmup_s", prefix, 0.0, lo=0),
             time_scale=_num(m, "time_scale", prefix, 1.0, lo=0, lo_open=True),
             replays_per_day_scale=_num(m, "replays_per_day_scale", prefix, 1.0, lo=0, lo_open=True),
             options={k: v for k, v in m.items() if k not in cls._CORE},
         )
+        from .trace.load import check_workload_options   # reader options, checked before any work
+        check_workload_options(wl)
+        return wl
 
 
 @dataclass(frozen=True)

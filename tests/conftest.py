@@ -8,6 +8,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 MOONCAKE = SHARED_TRACES / "mooncake-fast25" / "conversation_trace.jsonl.gz"
 
+# converted-trace cache: one per test session, never the user's ~/.cache
+if "CLUSTER_SIM_CACHE" not in os.environ:
+    import tempfile
+    os.environ["CLUSTER_SIM_CACHE"] = tempfile.mkdtemp(prefix="cluster_sim_test_cache_")
+
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=30, deadline=None)

@@ -22,7 +22,10 @@ for each trace plus the figures that matter for a cache:
 * **working set** (``model`` given): FA bytes of the distinct full chunks plus
   one STATE per request that has a full chunk, sized at the end of its last
   full chunk (``model.state_bytes``);
-* arrivals, lengths, sessions, categories;
+* arrivals (inter-arrival gaps in row order), input / output lengths,
+  sessions (``sessions`` is 0 for a trace without session ids; requests per
+  session and the gaps between consecutive requests of one session, sub-agent
+  requests included), request categories;
 * **prefix-tree shape**, computed with networkx on the chunk tree (the
   full-block tree without ``chunk_tokens``): depth, branching, the share of
   chunk references on shared paths. Large traces are sampled (whole sessions
@@ -307,7 +310,7 @@ def trace_statistics(table: pa.Table, chunk_tokens: int | str | None = None, mod
     res.update(_quantiles(np.diff(arrival), "inter_arrival", "_s"))
     if session is not None:
         has = session >= 0
-        sids, per = np.unique(session[has], return_counts=True)
+        _, per = np.unique(session[has], return_counts=True)
         res.update(_quantiles(per, "requests_per_session", maximum=True))
         rows = np.flatnonzero(has)
         order = rows[np.argsort(session[rows], kind="stable")]  # rows are in arrival order

@@ -1,0 +1,98 @@
+#!/usr/bin/env python
+"""Load the full WEKA Claude Code v8 trace and print wall time, peak RSS and the counts.
+
+    python scripts/bench_load.py [--path TRACE] [--placement poisson|lanes] [--lanes N]
+
+Runs each measurement in a fresh process (peak RSS, ``resource.getrusage``,
+is per process) with a private, initially empty cache folder:
+
+* ``convert``: ``read_claude_code`` alone (JSON → Arrow, unplaced);
+* ``cold``:    ``read_workload`` with an empty cache (convert, write the Parquet cache, place);
+* ``warm``:    ``read_workload`` again (read the cache, place).
+
+The budget is < 60 s and < 4 GiB RSS for the cold load on a 2-core machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT.parent / "shared" / "traces" / "weka-claude-code-v8" / "traces_v8.jsonl.gz"
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def _phase(args) -> None:
+    from cluster_sim.config import WorkloadConfig
+    from cluster_sim.trace.claude_code import read_claude_code
+    from cluster_sim.trace.load import read_workload
+
+    t0 = time.perf_counter()
+    if args.phase == "convert":
+        table = read_claude_code(args.path)
+    else:
+        m = {"format": "claude_code", "path": args.path, "placement": args.placement}
+        if args.placement == "lanes":
+            m["lanes"] = args.lanes
+        table = read_workload(WorkloadConfig.from_mapping(m), seed=0)
+    wall = time.perf_counter() - t0
+    import pyarrow.compute as pc
+
+    refs = int(pc.sum(pc.list_value_length(table.column("block_hashes"))).as_py() or 0)
+    meta = table.schema.metadata
+    arr = table.column("arrival_s")
+    print(json.dumps({
+        "phase": args.phase,
+        "wall_s": round(wall, 2),
+        "peak_rss_gib": round(_peak_rss_bytes() / 2**30, 3),
+        "requests": table.num_rows,
+        "sessions": int(pc.count_distinct(table.column("session_id")).as_py()),
+        "block_references": refs,
+        "duplicates_dropped": int(meta[b"duplicates_dropped"]),
+        "span_s": round(float(pc.max(arr).as_py() - pc.min(arr).as_py()), 1) if table.num_rows else 0.0,
+    }))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--path", default=str(DEFAULT))
+    ap.add_argument("--placement", default="poisson", choices=("poisson", "lanes"))
+    ap.add_argument("--lanes", type=int, default=32)
+    ap.add_argument("--phase", choices=("convert", "cold", "warm"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.phase:
+        _phase(args)
+        return 0
+    if not Path(args.path).exists():
+        print(f"bench_load: no trace at {args.path}", file=sys.stderr)
+        return 2
+    print(f"trace: {args.path}  ({os.cpu_count()} CPUs)")
+    with tempfile.TemporaryDirectory(prefix="cluster_sim_bench_cache_") as cache:
+        env = dict(os.environ, CLUSTER_SIM_CACHE=cache)
+        for phase in ("convert", "cold", "warm"):
+            cmd = [sys.executable, __file__, "--phase", phase, "--path", args.path, "--placement", args.placement,
+                   "--lanes", str(args.lanes)]
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if p.returncode:
+                print(p.stderr, file=sys.stderr)
+                return p.returncode
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+            print(f"{phase:8s} {r['wall_s']:7.2f} s  peak RSS {r['peak_rss_gib']:.2f} GiB  "
+                  f"requests {r['requests']:,}  sessions {r['sessions']:,}  "
+                  f"block refs {r['block_references']:,}  duplicates dropped {r['duplicates_dropped']}  "
+                  f"span {r['span_s']:,.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
