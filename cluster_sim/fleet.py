@@ -53,7 +53,8 @@ class NodeRunner:
             sub = trace.subset(future_idx)
             future = FutureStream(offsets=sub.offsets, flat=sub.flat, arrival_s=sub.arrival_s)
         self.node = NodeSim(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens, cfg.model, hw,
-                            policy, node_index=node_index, rng=node_rng(cfg.seed, node_index), future=future)
+                            policy, node_index=node_index, rng=node_rng(cfg.seed, node_index), future=future,
+                            replays_per_day_scale=cfg.workload.replays_per_day_scale)
         self.node.st.record_events = record_events
         self.fail_at_epoch = fail_at_epoch
         self.hard_fail = hard_fail

@@ -57,7 +57,8 @@ class NodeSim:
 
     def __init__(self, chunk_parent: np.ndarray, chunk_depth: np.ndarray, chunk_anchor: np.ndarray,
                  flat: np.ndarray, chunk_tokens: int, model, hardware, policy: Policy, *,
-                 node_index: int = 0, rng: np.random.Generator | None = None, future=None):
+                 node_index: int = 0, rng: np.random.Generator | None = None, future=None,
+                 replays_per_day_scale: float = 1.0):
         self.model = model
         self.hw = hardware
         self.ct = int(chunk_tokens)
@@ -77,7 +78,8 @@ class NodeSim:
         policy.bind(NodeContext(state=self.st, model=model, hardware=hardware, chunk_tokens=self.ct,
                                 rng=rng if rng is not None else np.random.default_rng(0),
                                 node_index=node_index, future=future,
-                                request_ssd_admission=self._queue_admission))
+                                request_ssd_admission=self._queue_admission,
+                                replays_per_day_scale=replays_per_day_scale))
         if policy.wants_residency_events:
             self.st.listeners.append(policy)
         self._admit_queue: list[int] = []

@@ -358,13 +358,25 @@ class CacheState:
             self.dany[path] += _strict_suffix_count(new_any)
             if self.record_events:
                 self.ev_stored.append(path[new_any].copy())
+        self._note_walkers(t, fa)
         for li in self.listeners:
             for p in fa.tolist():
                 li.on_enter(t, p)
 
+    def _note_walkers(self, t: int, ps: np.ndarray) -> None:
+        """Payloads entering tier ``t`` whose touch a walker of that tier already read past
+        (while they were not yet in the tier) must be handed to it now."""
+        for w in self.lrus[t]:
+            if w.frontier >= 0:
+                late = ps[self.stamp[ps] <= w.frontier]
+                for p in late.tolist():
+                    w.note_enter(p)
+
     def add_state(self, q: int, t: int) -> None:
         self.res[q] |= BIT[t]
         self.used[t] += int(self.size[q])
+        for w in self.lrus[t]:
+            w.note_enter(q)
         for li in self.listeners:
             li.on_enter(t, q)
 

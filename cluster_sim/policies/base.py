@@ -77,6 +77,7 @@ class NodeContext:
     node_index: int
     future: Any = None        # only for policies with needs_future (the oracle): a FutureStream
     request_ssd_admission: Any = None   # callable(p): ask the node to write p to SSD (see Policy docs)
+    replays_per_day_scale: float = 1.0  # workload.replays_per_day_scale (for write-budget policies)
 
 
 @dataclass

@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..errors import ConfigError
 from ..units import parse_bytes, parse_rate
 from .base import DRAM, SSD, Policy
-from .write_through import VictimTally, num_param, select_gated
+from .write_through import VictimTally, num_param, renotify_inserted, select_gated
 
 __all__ = ["DynamicRandomPolicy"]
 
@@ -90,6 +90,9 @@ class DynamicRandomPolicy(Policy):
         self._ubuf: list[float] = []
         self._ui = 0
         self._decided: list[tuple[int, bool]] = []
+
+    def on_insert(self, payloads, now) -> None:
+        renotify_inserted(self.walkers, self.st, payloads)
 
     # ---- control loop ------------------------------------------------------------------
     def tick(self, now) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import ConfigError
 from .base import DRAM, HBM, SSD, Policy
 from .lru_k import KeyedTierHeap
-from .write_through import VictimTally, num_param, select_gated
+from .write_through import VictimTally, num_param, renotify_inserted, select_gated
 
 __all__ = ["HotPrefixPolicy"]
 
@@ -92,6 +92,8 @@ class HotPrefixPolicy(Policy):
         self.last_seq[payloads] = meta.seq
 
     def on_insert(self, payloads, now) -> None:
+        if self.eviction == "lru":
+            renotify_inserted(self.src, self.st, payloads)
         new = payloads[self.last_seq[payloads] != self.seq]   # STATEs created by this request
         if len(new):
             self.heat[new] = 0.0

@@ -38,9 +38,10 @@ import numpy as np
 
 from ..cache.state import BIT
 from ..errors import ConfigError
-from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy
+from .base import DEMOTE, DRAM, DROP, SSD, Policy
 
-__all__ = ["WriteThroughPolicy", "WriteThroughSelectivePolicy", "gated_select", "num_param", "VictimTally"]
+__all__ = ["WriteThroughPolicy", "WriteThroughSelectivePolicy", "gated_select", "select_gated", "num_param",
+           "VictimTally", "renotify_inserted"]
 
 
 # ---- parameters ---------------------------------------------------------------
@@ -92,7 +93,8 @@ def gated_select(st, src, tier: int, need: int, admit=None, defer=None, force: b
     demoted too with ``force``. ``defer(p)`` true: the candidate is considered only once
     every other candidate has been. A candidate skipped because of descendants chosen
     later in the same walk is retried as soon as they are. Atomic: returns ``[]`` and
-    pushes every entry back if ``need`` cannot be freed.
+    pushes every entry back if ``need`` cannot be freed (setting ``st.shortfall`` as
+    :func:`~.base.lru_select` does, so the node trims the right amount at once).
     """
     bit = BIT[tier]
     gate = tier == DRAM and st.cap[SSD] > 0
@@ -203,8 +205,24 @@ def gated_select(st, src, tier: int, need: int, admit=None, defer=None, force: b
             push(e)
         if forced:
             forced.clear()
+        st.shortfall = need - freed      # lets the node trim the right amount in one step
         return []
     return out
+
+
+def renotify_inserted(walkers: dict, st, payloads) -> None:
+    """Show a policy's :class:`TierLRU` walkers the payloads a request has just created.
+
+    Their touches were logged at the start of the request; if a walker read that part of the
+    log while the request's loads made room (before the inserts), it found them not resident
+    and passed them, and ``add_path_fa`` does not notify walkers. ``note_enter`` pushes them
+    back exactly when the walker has passed their stamp (see the report on ``state.py``)."""
+    res = st.res
+    for t, w in walkers.items():
+        bit = BIT[t]
+        for p in payloads.tolist():
+            if res[p] & bit:
+                w.note_enter(p)
 
 
 class VictimTally:
@@ -316,6 +334,9 @@ class WriteThroughSelectivePolicy(Policy):
             sel = hits[(self.count[hits] >= self.threshold) & ((res & 6) == 2)]
             for p in sel.tolist():
                 self._request(p)
+
+    def on_insert(self, payloads, now) -> None:
+        renotify_inserted(self.walkers, self.st, payloads)
 
     def tick(self, now) -> None:
         if self.pending:
