@@ -56,7 +56,10 @@ reference implementation's full rescan.
 FLOP forms, ``F_mlp(L) = 16·L·d²`` and ``F_attn(L) = 8·L·d² + 4·L²·d`` per layer,
 every layer with an MLP, hidden size ``d`` estimated from the active parameters
 as ``12·d²`` per layer), and the bytes credited for an evicted leaf are those of
-the last candidate visited in the scoring loop.
+the last candidate visited in the scoring loop (candidates scanned by payload
+id). The selection stops once both the credited and the actual bytes reach the
+need: a call must free what it is asked (the contract), so only the quirk's
+over-eviction side shows.
 
 **Admission** of states (Marconi's "judicious checkpointing": at the last token
 and at the branch point found by speculative insertion) is the node's
@@ -194,6 +197,9 @@ class MarconiPolicy(Policy):
         self.ssd_on = st.cap[SSD] > 0
         self.k = None if self.n_sample is None else max(self.n_sample // 2, 1)
         self.nch = {t: np.zeros(U, dtype=np.int32) for t in _TIERS}   # child chunks with FA in the tier
+        # chunks c_1..c_r of the request being processed: their last copy is never dropped (the node
+        # pins only c_1..c_h; it places c_{r+1}.. and the STATE at c_r or c_m assuming c_1..c_r stay)
+        self.guard = np.full(U, -1, dtype=np.int64)
         self.heap_r = {t: LazyHeap() for t in _TIERS}
         self.heap_e = {t: LazyHeap() for t in _TIERS}
         self.hk_r: dict[int, dict[int, int]] = {t: {} for t in _TIERS}      # keys of items in the heaps
@@ -256,11 +262,16 @@ class MarconiPolicy(Policy):
 
     # ---- requests ----------------------------------------------------------
     def on_access(self, payloads, now, meta) -> None:
+        # the resident path c_1..c_r must stay resident until the request's inserts (see _guard)
+        self.guard[meta.path[:meta.resident_chunks]] = meta.seq
         self.n_seen += 1
         if self.auto and self.tuned_at < 0:
             self.seen.append((meta.path, int(meta.input_tokens)))
 
     def tick(self, now: float) -> None:
+        for t in _TIERS:      # a tier that rarely evicts (a large SSD) must not pile up events
+            if len(self.dirty[t]) + len(self.dirty_enter[t]) > 20000:
+                self._flush(t)
         if (self.auto and self.tuned_at < 0 and self.r0 is not None
                 and len(self.seen) >= self.boot_mult * self.r0):
             self._tune()
@@ -345,26 +356,23 @@ class MarconiPolicy(Policy):
         st = self.st
         res = st.res
         ks, ko = self._kid_start, self._kid_order
-        out: list[int] = []
-        seen: set[int] = set()
+        out: set[int] = set()
+        expanded: set[int] = set()      # chunks whose children were visited
         for a in tr:
-            if a in seen:
-                continue
-            seen.add(a)
-            out.append(a)
+            out.add(a)
             stack = [a]
             while stack:
                 u = stack.pop()
+                if u in expanded:
+                    continue
+                expanded.add(u)
                 kids = ko[ks[u]:ks[u + 1]]
                 if not len(kids):
                     continue
                 kids = kids[res[2 * kids] != 0]
                 for v in kids.tolist():
-                    if v in seen:
-                        continue
-                    seen.add(v)
-                    out.append(v)
-                    if not res[2 * v + 1]:
+                    out.add(v)
+                    if not res[2 * v + 1]:       # the edge runs on below a stateless chunk
                         stack.append(v)
         for t in _TIERS:
             self.dirty[t].extend(out)
@@ -522,7 +530,8 @@ class _Selection:
             dc = st.dcnt[t][c] == 0
             fa_ok = dc & ~(((res[q] & bit) != 0) & (st.pin[q] == cur))
             if self.dropping:
-                fa_ok &= ~((res[X] == bit) & (st.dany[c] != 0))
+                fa_ok &= ~((res[X] == bit) & ((st.dany[c] != 0) | ((res[q] != 0) & (st.pin[q] == cur))
+                                              | (pol.guard[c] == cur)))
             st_ok = (pol.nch[t][c] <= 1) & ~(((res[2 * c] & bit) != 0) & dc)
             legal = ((st.pin[X] != cur) & ((res[X] & bit) != 0) & np.where(isfa, fa_ok, st_ok)).tolist()
         he, pe = pol.hk_e[t], pol.pool_e[t]
@@ -552,8 +561,11 @@ class _Selection:
             q = x | 1
             if st.res[q] & self.bit and st.pin[q] == cur:
                 return False
-            if self.dropping and st.res[x] == self.bit and not self.tent.may_drop_last(c):
-                return False
+            if self.dropping and st.res[x] == self.bit:
+                if not self.tent.may_drop_last(c):
+                    return False
+                if (st.res[q] and st.pin[q] == cur) or self.pol.guard[c] == cur:
+                    return False                     # a pinned STATE would go along / the request needs it
             return True
         if self.pol.nch[self.t][c] - self.tch.get(c, 0) > 1:
             return False
@@ -616,19 +628,21 @@ class _Selection:
         else:
             self._load(sorted(set(pol.pool_r[t]) | set(pol.pool_e[t])))
         out: list[tuple[int, int]] = []
-        freed = 0
+        freed = 0          # bytes the victims free
+        credited = 0       # what the selection believes it freed (differs under quirk 2)
         alpha = pol.alpha
         size = st.size
         parent = st.parent
         tn = "dram" if t == DRAM else "ssd"
         cnt = {"leaf": 0, "edge": 0, "state": 0, "stateless": 0, "fa": 0, "st_drop": 0}
-        while freed < self.need:
+        while freed < self.need or credited < self.need:
             legal = np.asarray(self.legal, dtype=bool)
             if not legal.any():
                 if pol.k is not None and self.extend():
                     pol.c["sample_extensions"] += 1
                     continue
                 self.give_back()
+                st.shortfall = self.need - freed      # lets the node trim the right amount at once
                 return []
             idx = np.flatnonzero(legal)
             pol.c[f"{tn}_candidates_scored"] += len(idx)
@@ -667,7 +681,7 @@ class _Selection:
                                 or (st.res[fa + 1] and a not in self.gone) or not self.tent.is_leaf(a)):
                             break
                         dl = self.dropping and int(st.res[fa]) == bit
-                        if dl and not self.tent.may_drop_last(a):
+                        if dl and (not self.tent.may_drop_last(a) or pol.guard[a] == st.cur):
                             break
                         self.tent.choose(a, dl)
                         self.chosen.add(fa)
@@ -681,12 +695,13 @@ class _Selection:
                 if z >= 0:
                     self.tch[z] = self.tch.get(z, 0) + 1
                 got = sum(int(size[p]) for p, _ in victims)
+                freed += got
                 if pol.bug:   # quirk 2: credit the last candidate visited (scanning by payload id)
                     last = max(self.ids[i] for i in idx.tolist())
                     got = int(size[last])
                     if not last & 1 and st.res[last | 1] & bit:
                         got += int(size[last | 1])
-                freed += got
+                credited += got
                 out.extend(victims)
                 cnt["leaf" if with_state or not pol.has_state else "stateless"] += 1
                 cnt["fa"] += len(victims) - int(with_state)
@@ -702,6 +717,7 @@ class _Selection:
             else:
                 out.append((x, DROP))
                 freed += int(size[x])
+                credited += int(size[x])
                 self.chosen.add(x)
                 self.gone.add(c)
                 cnt["state"] += 1
@@ -911,9 +927,10 @@ class SingleTierMarconi:
     def _resolve(self, seq: int, placed: list) -> None:
         while self.used > self.cap:
             need = self.used - self.cap
+            start = self.used
             credited = 0
             progressed = False
-            while credited < need:
+            while credited < need or start - self.used < need:
                 got = self._evict_one(seq)
                 if got is None:
                     break

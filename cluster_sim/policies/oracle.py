@@ -20,7 +20,11 @@ indices are precomputed once with numpy from the future stream:
   whose STATE has ever been created up to then, where "ever created" is taken
   from an unbounded-cache replay of the node's stream with the model's
   checkpoint mode (the same pass as ``miss_ratio_floor``). So each request uses
-  at most one STATE, the one it would resume from with unbounded tiers.
+  at most one STATE, the one it would resume from with unbounded tiers
+  (``policy.state_use=resume``, default). In a small cache a request may fall
+  back to a shallower state than that; ``policy.state_use=path`` counts a STATE
+  as used by every later request whose path passes through its chunk (keeps
+  more, writes more).
 
 After request ``j`` is matched (``on_access``) the next uses of its path's FA and
 of the STATE it uses move to their following use; a payload never used again
@@ -40,8 +44,10 @@ copies used later than the victim (which Belady evicts first) must hold it.
 Future admissions are not forecast. Otherwise it is dropped; never-used victims
 are dropped. A victim with a valid SSD copy, or with an HBM copy (HBM demotes it
 back into DRAM later, when it is decided again), is dropped from DRAM without a
-write. When prefix closure forbids dropping a last copy, the victim is written
-(counted in ``forced_writes``). STATE payloads go to SSD by the same rule
+write. A victim that should be dropped but may not be (its last copy has
+resident descendants, e.g. stale copies on the SSD, or the request being
+processed needs it) is passed over; only if nothing else can free the bytes is
+it written after all (``forced_writes``). STATE payloads go to SSD by the same rule
 (simulation-model §7: "oracle when it will be hit").
 """
 from __future__ import annotations
@@ -55,6 +61,7 @@ from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative
 
 _TIERS = (DRAM, SSD)
 FA_USE_MODES = ("path", "hit")
+STATE_USE_MODES = ("resume", "path")
 
 
 class _Fenwick:
@@ -86,7 +93,8 @@ class _Fenwick:
         return s
 
 
-def next_use_tables(offsets: np.ndarray, flat: np.ndarray, n_chunks: int, model, fa_use: str = "path"):
+def next_use_tables(offsets: np.ndarray, flat: np.ndarray, n_chunks: int, model, fa_use: str = "path",
+                    state_use: str = "resume"):
     """Precompute next uses from a request stream.
 
     Returns ``(first_fa, nxt_fa_pos, first_st, st_use, nxt_st_req, hinf)``:
@@ -135,6 +143,10 @@ def next_use_tables(offsets: np.ndarray, flat: np.ndarray, n_chunks: int, model,
     else:
         use = np.ones(T, dtype=bool)
     first_fa, nxt_fa_pos = _next_after(flat, req, use, n_chunks, INF)
+    if state_use == "path":
+        # STATE: used by any later request whose path passes through the chunk (as FA with fa_use=path)
+        first_st, nxt_st_pos = _next_after(flat, req, np.ones(T, dtype=bool), n_chunks, INF)
+        return first_fa, nxt_fa_pos, first_st, st_use, nxt_st_pos, hinf
     # STATE: uses are (st_use[j], j)
     js = np.flatnonzero(st_use >= 0)
     cs = st_use[js]
@@ -176,11 +188,14 @@ class OraclePolicy(Policy):
     wants_residency_events = True
     needs_future = True
 
-    def __init__(self, fa_use="path", **params):
+    def __init__(self, fa_use="path", state_use="resume", **params):
         super().__init__(**params)
         if fa_use not in FA_USE_MODES:
             raise ConfigError("policy.fa_use", f"must be one of {', '.join(FA_USE_MODES)}, got {fa_use!r}")
+        if state_use not in STATE_USE_MODES:
+            raise ConfigError("policy.state_use", f"must be one of {', '.join(STATE_USE_MODES)}, got {state_use!r}")
         self.fa_use = fa_use
+        self.state_use = state_use
 
     def bind(self, ctx) -> None:
         super().bind(ctx)
@@ -192,8 +207,9 @@ class OraclePolicy(Policy):
         self.N = len(fut.offsets) - 1
         self.INF = self.N
         (self.next_fa, self.nxt_fa_pos, self.next_st, self.st_use, self.nxt_st_req,
-         self.hinf) = next_use_tables(fut.offsets, fut.flat, st.n_chunks, ctx.model, self.fa_use)
+         self.hinf) = next_use_tables(fut.offsets, fut.flat, st.n_chunks, ctx.model, self.fa_use, self.state_use)
         self.heaps = {t: LazyHeap() for t in _TIERS}
+        self.guard = np.full(st.n_chunks, -1, dtype=np.int64)
         self.fen = _Fenwick(self.N)
         self.fen_key: dict[int, int] = {}
         self.ssd_on = st.cap[SSD] > 0
@@ -213,7 +229,8 @@ class OraclePolicy(Policy):
     def on_enter(self, tier: int, p: int) -> None:
         if tier == HBM:
             return
-        self._push(tier, p)
+        if p & 1 or self.st.dcnt[tier][p >> 1] == 0:     # candidates: STATEs and leaf FA copies
+            self._push(tier, p)
         if tier == SSD:
             k = self.next_use(p)
             self.fen.add(k, int(self.st.size[p]))
@@ -228,6 +245,10 @@ class OraclePolicy(Policy):
             if k is not None:
                 self.fen.add(k, -int(self.st.size[p]))
 
+    def on_leaf(self, tier: int, c: int) -> None:
+        if tier != HBM and self.st.res[2 * c] & BIT[tier]:
+            self._push(tier, 2 * c)
+
     def on_access(self, payloads, now, meta) -> None:
         j = meta.seq - 1
         fut = self.fut
@@ -236,10 +257,17 @@ class OraclePolicy(Policy):
         if b - a != len(path):
             raise ValueError(f"oracle: request {j} does not match the node's future stream")
         st = self.st
+        self.guard[path[:meta.resident_chunks]] = meta.seq
         if len(path):
             self.next_fa[path] = self.nxt_fa_pos[a:b]
             fa = 2 * path
             self._rekey(fa[(st.res[fa] & 6) != 0])
+        if self.state_use == "path":
+            if len(path):
+                self.next_st[path] = self.nxt_st_req[a:b]
+                qs = 2 * path + 1
+                self._rekey(qs[(st.res[qs] & 6) != 0])
+            return
         u = int(self.st_use[j])
         if u >= 0:
             self.next_st[u] = self.nxt_st_req[j]
@@ -251,10 +279,11 @@ class OraclePolicy(Policy):
         st = self.st
         for p in ps.tolist():
             r = int(st.res[p])
-            if r & 2:
+            if r & 2 and p in self.heaps[DRAM]:
                 self._push(DRAM, p)
             if r & 4:
-                self._push(SSD, p)
+                if p in self.heaps[SSD]:
+                    self._push(SSD, p)
                 k = self.next_use(p)
                 old = self.fen_key.get(p)
                 if old != k:
@@ -281,13 +310,20 @@ class OraclePolicy(Policy):
         freed = 0
         admitted = 0
         INF = self.INF
+        forced: list[tuple] = []             # victims that could only be written, never used again
         while freed < bytes_needed:
             e = heap.pop()
+            last_resort = False
             if e is None:
-                for key, tie, p in list(held.values()) + taken:
-                    heap.push(p, key, tie)
-                self.c["failed_selects"] += 1
-                return []
+                if forced:                   # nothing else can free the bytes: write them after all
+                    e = forced.pop(0)
+                    last_resort = True
+                else:
+                    for key, tie, p in list(held.values()) + taken + forced:
+                        heap.push(p, key, tie)
+                    self.c["failed_selects"] += 1
+                    st.shortfall = bytes_needed - freed   # lets the node trim the right amount at once
+                    return []
             key, tie, p = e
             if pin[p] == cur:
                 held[p] = e
@@ -295,10 +331,12 @@ class OraclePolicy(Policy):
             fa = not p & 1
             c = p >> 1
             if fa and not tent.is_leaf(c):
-                held[p] = e
-                continue
+                continue      # not a leaf of the tier: it comes back (on_leaf, or below) once it is one
             last = int(res[p]) == bit
-            droppable = not fa or not last or tent.may_drop_last(c)
+            # a last FA copy may go only without resident descendants, and not under a pinned STATE
+            # (nor on the request's resident path c_1..c_r, which the node needs until its inserts)
+            droppable = not fa or not last or (tent.may_drop_last(c) and not (res[p | 1] and pin[p | 1] == cur)
+                                                and self.guard[c] != cur)
             nu = -int(key)
             if tier == SSD:
                 if not droppable:
@@ -310,10 +348,13 @@ class OraclePolicy(Policy):
             elif nu >= INF or not self.ssd_on:
                 if droppable:
                     action, why = DROP, "dram_dropped_never_used"
-                elif self.ssd_on:
+                elif not self.ssd_on:
+                    held[p] = e
+                    continue
+                elif last_resort:
                     action, why = DEMOTE, "forced_writes"
                 else:
-                    held[p] = e
+                    forced.append(e)
                     continue
             else:
                 sz = int(size[p])
@@ -322,8 +363,11 @@ class OraclePolicy(Policy):
                     action, why = DEMOTE, "dram_written"
                 elif droppable:
                     action, why = DROP, "dram_dropped_no_room"
-                else:
+                elif last_resort:
                     action, why = DEMOTE, "forced_writes"
+                else:
+                    forced.append(e)
+                    continue
             if action == DEMOTE:
                 admitted += int(size[p])
             taken.append(e)
@@ -336,7 +380,7 @@ class OraclePolicy(Policy):
                 tent.choose(c, last and (action == DROP or tier == SSD))
                 # its parent (prefix closure) and nearest ancestor in the tier (leaf-first) may now leave
                 par = int(st.parent[c])
-                if par >= 0 and held:
+                if par >= 0:
                     ys = {par}
                     if not res[2 * par] & bit:
                         anc = st.ancestors(c)
@@ -347,7 +391,9 @@ class OraclePolicy(Policy):
                         h = held.pop(2 * y, None)
                         if h is not None:
                             heap.push(h[2], h[0], h[1])
-        for key, tie, p in held.values():
+                        elif y in tent.cred and res[2 * y] & bit and tent.is_leaf(y) and 2 * y not in heap:
+                            self._push(tier, 2 * y)      # a leaf now, counting this call's victims
+        for key, tie, p in list(held.values()) + forced:
             heap.push(p, key, tie)
         for k, v in counts.items():
             self.c[k] += v

@@ -116,6 +116,9 @@ class WorkloadAwarePolicy(Policy):
         self.ref_t = np.full(U, -1.0, dtype=np.float64)      # chunk reference history (reuse statistics)
         self.ref_cat = np.full(U, -1, dtype=np.int32)
         self.qcat = {t: np.full(2 * U, -1, dtype=np.int32) for t in _TIERS}
+        # chunks c_1..c_r of the request being processed: their last copy is never dropped (the node
+        # pins only c_1..c_h; it places c_{r+1}.. and the STATE at c_r or c_m assuming c_1..c_r stay)
+        self.guard = np.full(U, -1, dtype=np.int64)
         self.queues: dict[int, list[LazyHeap]] = {t: [] for t in _TIERS}
         self.cat_ids: dict[str, int] = {}
         self.cat_names: list[str] = []
@@ -166,6 +169,7 @@ class WorkloadAwarePolicy(Policy):
             self.next_fit = now + min(self.refit, max(self.first_fit, 2.0 * age))
 
     def on_access(self, payloads, now, meta) -> None:
+        self.guard[meta.path[:meta.resident_chunks]] = meta.seq
         cat = self._cat_id(self.category_of(meta))
         self.cur_cat = cat
         self._recategorise(payloads, cat)
@@ -254,7 +258,7 @@ class WorkloadAwarePolicy(Policy):
         self.n_fits += 1
 
     def _fit_one(self, iv: np.ndarray, refs: float) -> tuple[float, float, float]:
-        P = min(1.0, len(iv) / refs) if refs > 0 else 1.0
+        P = min(1.0, len(iv) / float(refs)) if refs > 0 else 1.0
         mean = max(float(iv.mean()), 1e-3)
         lam = 1.0 / mean
         if self.lifespan == "quantile":
@@ -281,6 +285,7 @@ class WorkloadAwarePolicy(Policy):
         cur = st.cur
         stamp, res, pin, size, depth = st.stamp, st.res, st.pin, st.size, st.depth
         queues = self.queues[tier]
+        guard = self.guard
         tent = Tentative(st, tier)
         demote_ok = tier == DRAM and self.ssd_on
         chosen: set[int] = set()
@@ -297,8 +302,11 @@ class WorkloadAwarePolicy(Policy):
                 c = p >> 1
                 if not tent.is_leaf(c):
                     return False
-                if action_drop and int(res[p]) == bit and not tent.may_drop_last(c):
-                    return False
+                if action_drop and int(res[p]) == bit:
+                    if not tent.may_drop_last(c):
+                        return False
+                    if (res[p | 1] and pin[p | 1] == cur) or guard[c] == cur:
+                        return False       # a pinned STATE would go along / the request needs c_1..c_r
             return True
 
         def head(cat):
@@ -334,6 +342,7 @@ class WorkloadAwarePolicy(Policy):
                 for p, (cat, key) in skipped.items():
                     queues[cat].push(p, key, p)
                 self.c["failed_selects"] += 1
+                st.shortfall = bytes_needed - freed   # lets the node trim the right amount at once
                 return []
             cat, (sc, _, key, p) = best
             queues[cat].pop()
@@ -386,7 +395,7 @@ class WorkloadAwarePolicy(Policy):
         d["refits"] = self.n_fits
         if self.fitted:
             P, lam, L = self.pooled
-            d["pooled_reuse_prob"] = P
-            d["pooled_mean_reuse_s"] = 1.0 / lam
-            d["pooled_lifespan_s"] = L if math.isfinite(L) else -1.0
+            d["pooled_reuse_prob"] = float(P)
+            d["pooled_mean_reuse_s"] = float(1.0 / lam)
+            d["pooled_lifespan_s"] = float(L) if math.isfinite(L) else -1.0
         return d
