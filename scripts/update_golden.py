@@ -22,6 +22,10 @@ KEYS = ["requests", "chunk_miss_ratio", "token_miss_ratio", "miss_ratio_floor", 
         "ttft_p99_s", "recompute_gpu_seconds"]
 CASES = {
     "default_lru": [],
+    **{f"default_{name}": [f"policy={name}"] for name in (
+        "gandalf", "write_through", "write_through_selective", "lru_k", "hot_prefix", "marconi",
+        "workload_aware", "dynamic_random", "oracle")},
+    "default_gandalf_strict": ["policy=gandalf", "policy.placement=strict"],
     "default_lru_tiny": ["hardware.hbm_cache_bytes=1GB", "hardware.dram_bytes=4GB",
                          "hardware.ssd_bytes=100GB", "model.state_checkpoints=every_chunk"],
 }
@@ -29,12 +33,17 @@ CASES = {
 
 def compute(overrides):
     f = cluster_sim.run(cluster_sim.compose(overrides), write=False).fleet
-    return {k: f[k] for k in KEYS}
+    out = {k: f[k] for k in KEYS}
+    out.update({k: v for k, v in f.items() if k.startswith("policy.")})   # decision counters too
+    return out
 
 
 def main():
     GOLDEN.mkdir(parents=True, exist_ok=True)
+    only = set(sys.argv[1:])
     for name, ov in CASES.items():
+        if only and name not in only:
+            continue
         out = {"overrides": ov, "fleet": compute(ov)}
         (GOLDEN / f"{name}.json").write_text(json.dumps(out, indent=2) + "\n")
         print(f"wrote {name}: {out['fleet']}")
