@@ -661,7 +661,7 @@ class _Selection:
             self.legal[j] = False
             if not x & 1:
                 q = x | 1
-                with_state = bool(st.res[q] & bit)
+                with_state = bool(st.res[q] & bit) and q not in self.chosen   # not already taken state-only
                 victims = [(x, self.fa_action)]
                 if with_state:
                     victims.append((q, DROP))
