@@ -157,11 +157,13 @@ class NodeSim:
         ttft = (start - now) + latency
 
         # ---- pins and recency
-        if h:
-            st.pin[fa[:h]] = self.seq
+        if r:
+            # the reused chunks, and also c_{h+1}..c_r (resident, not reused): the request's new
+            # payloads go below them, so loads must not drop their last copy (docs/decisions.md 21)
+            st.pin[fa[:r]] = self.seq
         if q >= 0:
             st.pin[q] = self.seq
-        self._pins = [fa[:h], fa[r:], np.asarray([q] if q >= 0 else [], dtype=np.int64)]
+        self._pins = [fa[:r], fa[r:], np.asarray([q] if q >= 0 else [], dtype=np.int64)]
         st.touch(fa[::-1])
         if q >= 0:
             st.touch_one(q)

@@ -141,6 +141,8 @@ def test_marconi_flop_efficiency_keeps_the_long_edge(alpha, victim):
 
 
 def test_marconi_writes_fa_back_and_never_states():
+    """policies.md §5.6: DRAM victims' FA is written back to SSD, their STATE dropped. [3,4] is pushed
+    through HBM and DRAM onto the SSD; when it returns, its FA is found (r = 2) but its state is gone."""
     m = load_model(QN)
     F, S = m.fa_bytes(256), m.state_bytes(256)
     paths = [[1, 2], [3, 4], [5, 6], [1, 2, 7], [3, 4]]
