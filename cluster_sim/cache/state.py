@@ -78,6 +78,17 @@ class CacheState:
         a = self.anchor[c]
         return self.flat[a:a + self.depth[c] - 1]
 
+    def nearest_in_tier(self, c: int, bit: int) -> int:
+        """The nearest strict ancestor of chunk ``c`` whose FA is in the tier ``bit``, or -1."""
+        par = int(self.parent[c])
+        if par < 0:
+            return -1
+        if self.res[2 * par] & bit:
+            return par
+        anc = self.ancestors(c)
+        hit = np.flatnonzero(self.res[2 * anc] & bit)
+        return int(anc[hit[-1]]) if len(hit) else -1
+
     def psize(self, p: int) -> int:
         return int(self.size[p])
 
@@ -222,13 +233,8 @@ class CacheState:
         if ``c`` lost its last copy, whether its parent has no resident descendant left."""
         if not len(anc):
             return
-        bit = BIT[t]
         par = int(anc[-1])
-        if self.res[2 * par] & bit:
-            y = par
-        else:
-            hit = np.flatnonzero(self.res[2 * anc] & bit)
-            y = int(anc[hit[-1]]) if len(hit) else -1
+        y = self.nearest_in_tier(c, BIT[t])
         if y >= 0 and self.dcnt[t][y] == 0:
             for li in self.listeners:
                 li.on_leaf(t, y)

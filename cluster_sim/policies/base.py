@@ -193,12 +193,7 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
             par = int(parent[c])
             if par >= 0:
                 # credit the nearest ancestor in the tier with this chunk's whole tier-subtree
-                if res[2 * par] & bit:
-                    y = par
-                else:
-                    anc = st.ancestors(c)
-                    hit = np.flatnonzero(res[2 * anc] & bit)
-                    y = int(anc[hit[-1]]) if len(hit) else -1
+                y = par if res[2 * par] & bit else st.nearest_in_tier(c, bit)
                 if y >= 0:
                     cred[y] = cred.get(y, 0) + 1 + d
                 if drop_last:
@@ -252,12 +247,7 @@ class Tentative:
         par = int(st.parent[c])
         if par < 0:
             return
-        if st.res[2 * par] & self.bit:
-            y = par
-        else:
-            anc = st.ancestors(c)
-            hit = np.flatnonzero(st.res[2 * anc] & self.bit)
-            y = int(anc[hit[-1]]) if len(hit) else -1
+        y = st.nearest_in_tier(c, self.bit)
         if y >= 0:
             self.cred[y] = self.cred.get(y, 0) + 1 + int(st.dcnt[self.tier][c])
         if drop_last:

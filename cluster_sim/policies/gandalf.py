@@ -403,13 +403,7 @@ class GandalfPolicy(Policy):
             par = int(st.parent[c])
             if par < 0:
                 return
-            bit = self.bit
-            if st.res[2 * par] & bit:
-                y = par
-            else:
-                anc = st.ancestors(c)
-                hit = np.flatnonzero(st.res[2 * anc] & bit)
-                y = int(anc[hit[-1]]) if len(hit) else -1
+            y = st.nearest_in_tier(c, self.bit)
             if y >= 0:
                 self.cred[y] = self.cred.get(y, 0) + 1 + int(self.dcnt[c])
             if drop_last:
