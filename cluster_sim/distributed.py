@@ -103,6 +103,7 @@ class RayNodes:
         try:
             return self.ray.get(ref)
         except RayActorError as e:
+            # epochs are pipelined: the first lost result names the epoch the actor died in
             when = f" during epoch {epoch}" if epoch is not None else " while finishing"
             raise SimulationError(f"node {k} (Ray actor on worker {self.where[k]}) died{when}; "
                                   f"the run is abandoned, no partial summary is written ({type(e).__name__})") from None

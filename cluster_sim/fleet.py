@@ -66,6 +66,10 @@ class NodeRunner:
             # fault injection (fleet.inject_failure): in an actor the process dies; in-process we raise
             if self.hard_fail:
                 import os
+                import time
+                # let the replies of this actor's finished calls reach the driver first, so the
+                # driver sees exactly this epoch's results lost (a crash loses only in-flight work)
+                time.sleep(1.0)
                 os._exit(17)
             raise SimulationError(f"node {self.k} failed during epoch {epoch} (injected failure)")
         tr = self.trace
