@@ -6,7 +6,9 @@ produces a traceback or an empty output directory.
 """
 from __future__ import annotations
 
+import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import UserError
@@ -18,12 +20,32 @@ def conf_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "conf"
 
 
+def _ensure_plugins() -> None:
+    """Make Hydra find ``hydra_plugins/cluster_sim_ray_launcher`` beside ``conf/``.
+
+    Hydra scans the ``hydra_plugins`` namespace package; an editable install may expose it
+    through an import hook that ``pkgutil`` cannot list, so the folder is added to the
+    namespace path explicitly (a no-op when it is already there)."""
+    root = conf_dir().parent
+    if not (root / "hydra_plugins").is_dir():
+        return
+    try:
+        import hydra_plugins
+    except ImportError:
+        sys.path.append(str(root))
+        return
+    path = str(root / "hydra_plugins")
+    if path not in [str(p) for p in hydra_plugins.__path__]:
+        hydra_plugins.__path__.append(path)
+
+
 def compose(overrides: list[str]) -> dict:
     """Compose ``conf/config.yaml`` with Hydra overrides into a plain dict."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from omegaconf import OmegaConf
 
+    _ensure_plugins()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3", job_name="cluster_sim"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
     return OmegaConf.to_container(cfg, resolve=True)
@@ -62,12 +84,66 @@ def _validate(overrides: list[str]) -> str | None:
     from .config import SimConfig
 
     try:
-        SimConfig.from_mapping(compose(overrides))
+        cfg = SimConfig.from_mapping(compose(overrides))
+        from .policies.base import make_policy
+        make_policy(cfg.policy.name, cfg.policy.params)     # policy parameters are checked there
     except UserError as e:
         return str(e)
     except (HydraException, OmegaConfBaseException) as e:
         return _one_line(e)
     return None
+
+
+def _validate_sweep(overrides: list[str]) -> str | None:
+    """Expand a command-line sweep as Hydra's basic sweeper does and validate every point
+    (an experiment's own ``hydra.sweeper.params`` are validated by the launcher)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException, OverrideParseException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException as e:
+        return " ".join(str(e).split())
+    try:
+        jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+        from hydra_plugins.cluster_sim_ray_launcher.ray_launcher import drop_foreign_policy_params
+        base = compose([o for o in overrides if not o.lstrip("+~").startswith("policy")])["policy"]["name"]
+        jobs = drop_foreign_policy_params(jobs, base)
+    except (HydraException, ValueError, TypeError) as e:
+        return " ".join(str(e).split())
+    except Exception:  # noqa: BLE001 - e.g. glob() needs Hydra's config loader: Hydra validates it itself
+        return None
+    for job in jobs:
+        err = _validate(list(job))
+        if err:
+            return err + (f" (sweep point: {' '.join(job)})" if len(jobs) > 1 else "")
+    return None
+
+
+@contextmanager
+def _spinner(label: str, after_s: float = 3.0):
+    """A transient progress line (spinner + elapsed) for runs longer than ``after_s`` seconds,
+    on a terminal only: nothing in CI or when output is piped."""
+    if os.environ.get("CI") or not sys.stderr.isatty():
+        yield
+        return
+    import threading
+
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    p = Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), transient=True,
+                 console=Console(stderr=True))
+    p.add_task(label, total=None)
+    timer = threading.Timer(after_s, p.start)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        p.stop()
 
 
 def _task(cfg) -> None:
@@ -80,14 +156,63 @@ def _task(cfg) -> None:
     out = m.setdefault("output", {})
     if not out.get("dir"):
         out["dir"] = HydraConfig.get().runtime.output_dir
+    tracking = m.get("tracking") or {}
     try:
-        summary = run(m)
+        tracker = None
+        if tracking.get("enabled"):
+            from .tracking import Tracker
+            tracker = Tracker(tracking)        # a bad store fails before the simulation runs
+        with _spinner("simulating"):
+            summary = run(m)
+        print(summary.table())
+        spath = summary.run.get("summary_path")
+        if spath:
+            print(f"\nsummary: {spath}")
+        figures = _single_run_figures(m, summary, spath)
+        if tracker is not None:
+            _log_single(tracker, m, summary, spath, figures)
     except UserError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(e.exit_code)
-    print(summary.table())
-    if summary.run.get("summary_path"):
-        print(f"\nsummary: {summary.run['summary_path']}")
+
+
+def _single_run_figures(m: dict, summary, spath) -> Path | None:
+    if not (m.get("report") or {}).get("figures", True) or not spath:
+        return None
+    import json
+
+    from .report import Record, run_figures
+
+    fig_dir = Path(spath).parent / "figures"
+    paths = run_figures(Record(json.loads(summary.to_json()), summary.epoch_table), fig_dir)
+    print(f"figures: {fig_dir}/ ({', '.join(p.name for p in paths)})")
+    return fig_dir
+
+
+def _log_single(tracker, m: dict, summary, spath, fig_dir) -> None:
+    import json
+    import tempfile
+
+    import yaml
+
+    from .tracking import ui_command
+
+    files = []
+    if spath:
+        sp = Path(spath)
+        files += [(sp, None), (sp.parent / "nodes.parquet", None), (sp.parent / "epochs.parquet", None)]
+    if fig_dir:
+        files.append((fig_dir, "figures"))
+    data = json.loads(summary.to_json())
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg_file = Path(tmp) / "config.yaml"
+        cfg_file.write_text(yaml.safe_dump(data["config"], sort_keys=False))
+        files.append((cfg_file, None))
+        rid = tracker.log_point(name=summary.run.get("policy_label") or "run", kind="single", config=m,
+                                summary=data, epochs=summary.epoch_table, out_dir=None, files=files,
+                                tags={"out_dir": str(Path(spath).parent.resolve()) if spath else ""})
+    print(f"MLflow run: {rid} in experiment '{tracker.experiment_name}' ({tracker.uri})")
+    print(f"  open the UI: {ui_command(tracker.uri)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,11 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     informational = any(f in ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion",
                               "-sc", "--version") or f.startswith("--cfg") or f.startswith("--info") for f in flags)
     multirun = any(f in ("-m", "--multirun") for f in flags)
-    if not informational and not multirun:
-        err = _validate(overrides)
+    _ensure_plugins()
+    if not informational:
+        err = _validate_sweep(overrides) if multirun else _validate(overrides)
         if err:
             print(f"{PROG}: error: {err}", file=sys.stderr)
             return 2
+    from . import sweep
+
+    sweep.LAST = None
     app = hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")(_task)
     saved = sys.argv
     sys.argv = [PROG] + argv
@@ -111,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         app()
     finally:
         sys.argv = saved
+    if multirun and not informational and sweep.LAST is not None:
+        print(sweep.format_outcome(sweep.LAST))
+        return 1 if sweep.LAST.failed else 0
     return 0
 
 

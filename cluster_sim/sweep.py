@@ -1,0 +1,366 @@
+"""A sweep: every point a Ray task, the driver alone writes outputs and MLflow runs.
+
+``cluster-sim -m ...`` reaches :func:`run_sweep` through the Hydra launcher in
+``hydra_plugins/cluster_sim_ray_launcher`` (Hydra expands the sweep: choices, ranges,
+``hydra.sweeper.params`` of an experiment); a notebook can call it directly with
+composed configs. Ray is reached only through :func:`cluster_sim.distributed.ensure_ray`
+(this module has no ``import ray``), MLflow only through :mod:`cluster_sim.tracking`
+when ``tracking.enabled``.
+
+Per point, the driver writes ``<sweep dir>/<job num>/`` with ``config.yaml`` (the
+resolved config), ``summary.json``, ``nodes.parquet``, ``epochs.parquet`` and
+``figures/``, or ``error.txt`` when the point failed; a failed point is logged as a
+FAILED child run and the sweep goes on. With ``sweep.resume=true`` a point whose
+config hash (:func:`cluster_sim.tracking.config_hash`) has a FINISHED point run in
+the experiment is skipped (its outputs are fetched from MLflow into its folder) and
+the new points join that run's parent. At the end the comparison figures of
+:mod:`cluster_sim.report` go to ``<sweep dir>/report/`` and to the parent run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .errors import ConfigError, UserError
+
+
+@dataclass
+class Point:
+    idx: int                 # Hydra's job number
+    overrides: list[str]     # this point's overrides (what makes it a point)
+    config: dict             # the resolved config (no ``hydra`` key)
+    out_dir: str             # where the driver writes its outputs
+
+
+@dataclass
+class PointResult:
+    idx: int
+    overrides: list[str]
+    status: str                      # FINISHED | FAILED | SKIPPED
+    out_dir: str
+    summary: dict | None = None
+    error: str | None = None
+    run_id: str | None = None        # MLflow run
+    ray_task_id: str | None = None
+    wall_s: float = 0.0
+
+
+@dataclass
+class SweepOutcome:
+    sweep_dir: str
+    results: list[PointResult] = field(default_factory=list)
+    parent_run_id: str | None = None
+    experiment: str | None = None
+    tracking_uri: str | None = None
+    figures: list[str] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.results)
+
+    @property
+    def failed(self) -> int:
+        return self.count("FAILED")
+
+
+#: the last sweep run in this process (the command line reads it for its exit status)
+LAST: SweepOutcome | None = None
+
+
+# --------------------------------------------------------------------------- the Ray task
+
+def _point_task(config: dict) -> dict:
+    """Runs in a Ray worker: one simulation, nothing written; results travel back to the driver."""
+    import traceback
+
+    from .distributed import ensure_ray
+
+    ray = ensure_ray(None)           # inside a worker: the connected ray module
+    ctx = ray.get_runtime_context()
+    info: dict[str, Any] = {"ray_task_id": ctx.get_task_id(), "ray_node_id": ctx.get_node_id(),
+                            "pid": os.getpid(), "host": socket.gethostname(), "start_ms": int(time.time() * 1000)}
+    t0 = time.perf_counter()
+    try:
+        from .api import run
+        s = run(config, write=False)
+        info["summary"] = json.loads(s.to_json())
+        info["nodes"] = s.node_table
+        info["epochs"] = s.epoch_table
+    except Exception as e:  # noqa: BLE001 - any failure is this point's, reported by the driver
+        info["error"] = _one_line(e)
+        info["traceback"] = traceback.format_exc()
+    info["wall_s"] = time.perf_counter() - t0
+    info["end_ms"] = int(time.time() * 1000)
+    return info
+
+
+def _one_line(e: BaseException) -> str:
+    msg = " ".join(str(e).split())
+    return msg if isinstance(e, UserError) else f"{type(e).__name__}: {msg}"
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _absolute_trace(config: dict) -> dict:
+    """Ray workers may start elsewhere: pin a relative trace path that exists here."""
+    wl = config.get("workload")
+    if isinstance(wl, dict) and wl.get("path") and not os.path.isabs(str(wl["path"])):
+        p = Path.cwd() / str(wl["path"])
+        if p.exists():
+            config = {**config, "workload": {**wl, "path": str(p)}}
+    return config
+
+
+def check_ray_address(address: str | None) -> None:
+    """Fail fast, in one line, when ``host:port`` does not answer (ray.init would wait a long time)."""
+    if address in (None, "", "local", "auto") or "://" in str(address):
+        return
+    host, _, port = str(address).rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError("ray.address", f"expected local, auto or host:port, got {address!r}")
+    try:
+        with socket.create_connection((host, int(port)), timeout=3):
+            pass
+    except OSError as e:
+        raise ConfigError("ray.address", f"no Ray cluster answers at {address} ({e.strerror or e})") from e
+
+
+def _connect(address: str | None):
+    from .distributed import ensure_ray
+
+    check_ray_address(address)
+    try:
+        return ensure_ray(address)
+    except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ... all mean "cannot connect"
+        raise ConfigError("ray.address", f"cannot connect to Ray at {address!r}: {' '.join(str(e).split())[:200]}") \
+            from e
+
+
+def _write_point(out_dir: Path, config: dict, info: dict) -> None:
+    import pyarrow.parquet as pq
+    import yaml
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.yaml").write_text(yaml.safe_dump(info.get("summary", {}).get("config") or config,
+                                                        sort_keys=False))
+    if "summary" in info:
+        (out_dir / "summary.json").write_text(json.dumps(info["summary"], indent=2, allow_nan=False) + "\n")
+        if info.get("nodes") is not None:
+            pq.write_table(info["nodes"], out_dir / "nodes.parquet")
+        if info.get("epochs") is not None:
+            pq.write_table(info["epochs"], out_dir / "epochs.parquet")
+    else:
+        (out_dir / "error.txt").write_text(info.get("traceback") or info.get("error", "") + "\n")
+
+
+def _progress(enabled: Any, total: int):
+    """A rich progress bar on a terminal; nothing in CI or when piped (``sweep.progress``)."""
+    if enabled is False or str(enabled).lower() in ("false", "0", "no"):
+        return None
+    if enabled in (None, "auto") and (os.environ.get("CI") or not sys.stderr.isatty()):
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+
+    p = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
+                 TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+    p.start()
+    p.add_task("points", total=total, failed=0)
+    return p
+
+
+# --------------------------------------------------------------------------- the driver
+
+def run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | os.PathLike,
+              command: str = "") -> SweepOutcome:
+    """Run ``points`` as Ray tasks; log each as it finishes. ``settings`` holds the ``tracking``,
+    ``sweep``, ``ray`` and ``report`` sections of the base config. Raises :class:`UserError`
+    (before anything runs) for a bad point, a bad Ray address or an unusable tracking store."""
+    global LAST
+    from .config import SimConfig
+
+    sweep_dir = Path(sweep_dir)
+    tr_cfg = dict(settings.get("tracking") or {})
+    sw_cfg = dict(settings.get("sweep") or {})
+    ray_cfg = dict(settings.get("ray") or {})
+    rep_cfg = dict(settings.get("report") or {})
+    outcome = SweepOutcome(str(sweep_dir))
+
+    for p in points:   # every point valid before anything runs
+        try:
+            sc = SimConfig.from_mapping(p.config)
+            from .policies.base import make_policy
+            make_policy(sc.policy.name, sc.policy.params)
+        except UserError as e:
+            raise UserError(f"sweep point #{p.idx} ({' '.join(p.overrides) or 'no overrides'}): {e}") from e
+
+    tracker = None
+    if tr_cfg.get("enabled"):
+        from .tracking import Tracker, config_hash
+        tracker = Tracker(tr_cfg)
+        outcome.experiment, outcome.tracking_uri = tracker.experiment_name, tracker.uri
+    elif sw_cfg.get("resume"):
+        raise ConfigError("sweep.resume", "needs tracking.enabled=true (resume looks for FINISHED MLflow runs)")
+
+    # resume: skip points with a FINISHED run of the same config hash
+    todo: list[Point] = []
+    skipped: list[tuple[Point, Any]] = []
+    if tracker is not None and sw_cfg.get("resume"):
+        done = tracker.finished_points()
+        for p in points:
+            r = done.get(config_hash(p.config))
+            (skipped.append((p, r)) if r is not None else todo.append(p))
+    else:
+        todo = list(points)
+
+    parent = None
+    if tracker is not None:
+        parents = [r.data.tags.get("mlflow.parentRunId") for _, r in skipped if r.data.tags.get("mlflow.parentRunId")]
+        if parents:
+            parent = parents[0]
+            tracker.reopen(parent)
+            tracker.set_tags(parent, {"resumed": "true", "last_sweep_dir": str(sweep_dir.resolve())})
+        else:
+            parent = tracker.start_run(f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", kind="sweep",
+                                       tags={"sweep_dir": str(sweep_dir.resolve()), "command": command[:5000],
+                                             "points": len(points)})
+        outcome.parent_run_id = parent
+
+    LAST = outcome
+    for p, r in skipped:
+        res = PointResult(p.idx, p.overrides, "SKIPPED", p.out_dir, run_id=r.info.run_id,
+                          ray_task_id=r.data.tags.get("ray_task_id"))
+        try:
+            tracker.download_point(r.info.run_id, p.out_dir)
+            res.summary = json.loads((Path(p.out_dir) / "summary.json").read_text())
+        except Exception as e:  # noqa: BLE001 - the run is finished in MLflow; its local copy is optional
+            res.error = f"could not fetch outputs: {_one_line(e)}"
+        outcome.results.append(res)
+
+    status = "FINISHED"
+    try:
+        if todo:
+            _run_points(todo, outcome, tracker, parent, ray_cfg, sw_cfg, rep_cfg)
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        outcome.results.sort(key=lambda r: r.idx)
+        if status != "KILLED" and rep_cfg.get("figures", True):
+            _sweep_report(outcome, sweep_dir, tracker, parent)
+        if tracker is not None and parent:
+            try:
+                tracker.log_metrics(parent, {"points_finished": outcome.count("FINISHED") + outcome.count("SKIPPED"),
+                                             "points_failed": outcome.failed, "points_skipped": outcome.count("SKIPPED")})
+            finally:
+                tracker.end_run(parent, status if status == "KILLED" else ("FAILED" if outcome.failed else "FINISHED"))
+    return outcome
+
+
+def _run_points(todo, outcome, tracker, parent, ray_cfg, sw_cfg, rep_cfg) -> None:
+    ray = _connect(ray_cfg.get("address", "local"))
+    task_cpus = float(ray_cfg.get("task_cpus") or 1)
+    remote = ray.remote(num_cpus=task_cpus, max_retries=0)(_point_task)
+    limit = int(sw_cfg.get("max_parallel") or 0) or len(todo)
+    queue = list(todo)
+    pending: dict[Any, Point] = {}
+    bar = _progress(sw_cfg.get("progress", "auto"), len(todo))
+    try:
+        while queue or pending:
+            while queue and len(pending) < limit:
+                p = queue.pop(0)
+                pending[remote.remote(_absolute_trace(p.config))] = p
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                p = pending.pop(ref)
+                try:
+                    info = ray.get(ref)
+                except Exception as e:  # noqa: BLE001 - the worker died or the task could not run
+                    info = {"error": _one_line(e), "traceback": str(e), "ray_task_id": ref.task_id().hex()}
+                res = _finish_point(p, info, tracker, parent, rep_cfg)
+                outcome.results.append(res)
+                if bar is not None:
+                    bar.update(bar.task_ids[0], advance=1, failed=outcome.failed)
+    except BaseException:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise
+    finally:
+        if bar is not None:
+            bar.stop()
+
+
+def _finish_point(p: Point, info: dict, tracker, parent, rep_cfg) -> PointResult:
+    """Driver side: write the point's folder, its figures and its MLflow child run."""
+    ok = "summary" in info
+    if ok:   # the config as the user wrote it (the task saw an absolute trace path)
+        info["summary"]["config"]["workload"] = {**info["summary"]["config"].get("workload", {}),
+                                                 "path": (p.config.get("workload") or {}).get("path")}
+    res = PointResult(p.idx, p.overrides, "FINISHED" if ok else "FAILED", p.out_dir,
+                      summary=info.get("summary"), error=info.get("error"), ray_task_id=info.get("ray_task_id"),
+                      wall_s=float(info.get("wall_s", 0.0)))
+    out = Path(p.out_dir)
+    try:
+        _write_point(out, p.config, info)
+        if ok and rep_cfg.get("figures", True):
+            from .report import Record, run_figures
+            run_figures(Record(info["summary"], info.get("epochs")), out / "figures")
+    except Exception as e:  # noqa: BLE001 - keep the sweep going; the point is marked failed
+        res.status, res.error = "FAILED", f"writing outputs: {_one_line(e)}"
+    if tracker is not None:
+        tags = {"ray_task_id": info.get("ray_task_id") or "", "ray_node_id": info.get("ray_node_id") or "",
+                "worker_pid": info.get("pid") or "", "worker_host": info.get("host") or "",
+                "overrides": " ".join(p.overrides), "job_num": p.idx, "out_dir": str(out.resolve())}
+        if res.error:
+            tags["error"] = res.error[:5000]
+        label = (res.summary or {}).get("run", {}).get("policy_label") or "point"
+        name = f"#{p.idx} " + (" ".join(p.overrides) or label)
+        try:
+            res.run_id = tracker.log_point(name=name[:250], kind="point", config=p.config, summary=res.summary,
+                                           epochs=info.get("epochs"), out_dir=out, parent_id=parent, tags=tags,
+                                           status=res.status, start_time_ms=info.get("start_ms"))
+        except Exception as e:  # noqa: BLE001
+            res.status, res.error = "FAILED", f"MLflow logging: {_one_line(e)}"
+    return res
+
+
+def _sweep_report(outcome: SweepOutcome, sweep_dir: Path, tracker, parent) -> None:
+    from .report import load_dir, sweep_figures
+
+    ok_dirs = [Path(r.out_dir) for r in outcome.results if r.status in ("FINISHED", "SKIPPED") and r.summary]
+    try:
+        recs = [rec for d in ok_dirs for rec in load_dir(d)]
+        if not recs:
+            return
+        paths = sweep_figures(recs, sweep_dir / "report")
+        outcome.figures = [str(p) for p in paths]
+        if tracker is not None and parent:
+            tracker.log_artifacts(parent, sweep_dir / "report", "report")
+    except Exception as e:  # noqa: BLE001 - figures never lose finished points
+        print(f"cluster-sim: warning: sweep figures failed: {_one_line(e)}", file=sys.stderr)
+
+
+def format_outcome(o: SweepOutcome) -> str:
+    """What the command line prints after a sweep."""
+    lines = [f"sweep: {len(o.results)} points — {o.count('FINISHED')} finished, {o.failed} failed, "
+             f"{o.count('SKIPPED')} skipped (resume)   outputs: {o.sweep_dir}"]
+    common = set.intersection(*[set(r.overrides) for r in o.results]) if len(o.results) > 1 else set()
+    for r in o.results:
+        f = (r.summary or {}).get("fleet") or {}
+        shown = " ".join(x for x in r.overrides if x not in common) or "(base)"
+        what = (f"miss {f.get('chunk_miss_ratio', 0):.4f}  lifetime {f.get('ssd_lifetime_years', 0):.3g} y"
+                if f else (r.error or ""))
+        lines.append(f"  #{r.idx:<3} {r.status:<8} {shown:<40} {what}")
+    if o.parent_run_id:
+        from .tracking import ui_command
+        lines.append(f"MLflow: experiment '{o.experiment}', parent run {o.parent_run_id}")
+        lines.append(f"  open the UI: {ui_command(o.tracking_uri)}")
+    if o.figures:
+        lines.append("figures: " + "  ".join(o.figures))
+    return "\n".join(lines)

@@ -1,0 +1,301 @@
+"""MLflow logging (the only module that imports mlflow, and only inside functions).
+
+Nothing here runs unless ``tracking.enabled`` is true, so a run with tracking off
+never imports MLflow. Everything goes through one :class:`mlflow.MlflowClient`
+(no fluent global "active run"), so a sweep driver can hold a parent run open
+while it logs child runs as their Ray tasks finish.
+
+Layout in the store (simulation-model §9):
+
+* one experiment per study (``tracking.experiment``; the experiment configs set it),
+* a parent run per sweep, tagged ``cluster_sim.kind=sweep``,
+* a child run per point (``cluster_sim.kind=point``, ``mlflow.parentRunId``) or a
+  lone run for ``cluster-sim`` without ``-m`` (``cluster_sim.kind=single``), with
+  params = the flattened resolved config, metrics = the §6 summary (per node as
+  ``node<i>.<key>``), per-simulated-hour series (``series.*``, step = hour) and
+  artifacts (resolved config, ``summary.json``, Parquet tables, figures),
+* tag ``config_hash``: sha256 of the resolved config without the keys that do not
+  change what is simulated (``tracking``, ``sweep``, ``ray``, ``output``,
+  ``report``); ``sweep.resume=true`` skips a point whose hash has a FINISHED run.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .errors import ConfigError, UserError
+
+DEFAULT_URI = "sqlite:///mlflow_runs/mlflow.db"
+
+#: top-level config keys that say where/how to run and log, not what to simulate
+NON_SIM_KEYS = ("tracking", "sweep", "ray", "output", "report", "hydra")
+
+KIND_TAG = "cluster_sim.kind"
+HASH_TAG = "config_hash"
+
+
+# --------------------------------------------------------------------------- pure helpers (no mlflow)
+
+def config_hash(config: Mapping, *, drop: Iterable[str] = ()) -> str:
+    """sha256 of the resolved config without :data:`NON_SIM_KEYS` (and ``drop``: dotted keys)."""
+    import hashlib
+
+    c = {k: v for k, v in config.items() if k not in NON_SIM_KEYS}
+    c = json.loads(json.dumps(c, default=str))
+    if isinstance(c.get("model"), dict):
+        c["model"] = {k: v for k, v in c["model"].items() if k != "derived"}
+    for key in drop:
+        parts = key.split(".")
+        node = c
+        for p in parts[:-1]:
+            node = node.get(p) if isinstance(node, dict) else None
+            if node is None:
+                break
+        if isinstance(node, dict):
+            node.pop(parts[-1], None)
+    return hashlib.sha256(json.dumps(c, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; empty mappings and lists stay as JSON text."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            out.update(flatten(v, key + "."))
+        elif isinstance(v, (Mapping, list, tuple)):
+            out[key] = json.dumps(v, default=str)
+        else:
+            out[key] = v
+    return out
+
+
+def summary_metrics(summary: Mapping) -> dict[str, float]:
+    """The §6 summary as MLflow metrics: fleet keys as-is, node ``i`` as ``node<i>.<key>``."""
+    out: dict[str, float] = {}
+    for k, v in (summary.get("fleet") or {}).items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = float(v)
+    for i, node in enumerate(summary.get("nodes") or []):
+        for k, v in node.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[f"node{i}.{k}"] = float(v)
+    return out
+
+
+def hourly_series(epochs) -> dict[str, list[tuple[int, float]]]:
+    """Per simulated hour (an epoch counts in the hour it starts): fleet SSD bytes written,
+    chunk hit ratio, and SSD bytes written per node. ``epochs`` is the ``epochs.parquet`` table."""
+    import numpy as np
+
+    if epochs is None or epochs.num_rows == 0:
+        return {}
+    hour = np.floor(epochs.column("t_start_s").to_numpy() / 3600.0).astype(np.int64)
+    node = epochs.column("node").to_numpy()
+    w = epochs.column("ssd_bytes_written").to_numpy().astype(float)
+    ch = epochs.column("chunks").to_numpy().astype(float)
+    miss = epochs.column("chunk_misses").to_numpy().astype(float)
+    hours = np.unique(hour)
+    out: dict[str, list[tuple[int, float]]] = {"series.ssd_bytes_written_per_hour": [],
+                                                "series.chunk_hit_ratio_per_hour": []}
+    for h in hours.tolist():
+        sel = hour == h
+        c = ch[sel].sum()
+        out["series.ssd_bytes_written_per_hour"].append((h, float(w[sel].sum())))
+        out["series.chunk_hit_ratio_per_hour"].append((h, float(1.0 - miss[sel].sum() / c) if c > 0 else 0.0))
+    for k in np.unique(node).tolist():
+        key = f"series.node{k}.ssd_bytes_written_per_hour"
+        out[key] = [(h, float(w[(hour == h) & (node == k)].sum())) for h in hours.tolist()]
+    return out
+
+
+def resolve_uri(uri: str | None) -> str:
+    """A relative ``sqlite:///path`` resolves against the working directory (contract §9);
+    the folder is created. Other URIs pass through."""
+    uri = uri or DEFAULT_URI
+    if uri.startswith("sqlite:///"):
+        p = Path(uri[len("sqlite:///"):])
+        p = p if p.is_absolute() else Path.cwd() / p
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return "sqlite:///" + str(p)
+    return uri
+
+
+def artifact_root(uri: str, configured: str | None) -> str | None:
+    """Where a new experiment keeps artifacts: ``tracking.artifact_root`` or, for a SQLite
+    store, ``artifacts/`` beside the database (so everything lives under ``mlflow_runs/``)."""
+    if configured:
+        p = Path(configured)
+        p = p if p.is_absolute() else Path.cwd() / p
+        p.mkdir(parents=True, exist_ok=True)
+        return p.as_uri()
+    if uri.startswith("sqlite:///"):
+        p = Path(uri[len("sqlite:///"):]).parent / "artifacts"
+        p.mkdir(parents=True, exist_ok=True)
+        return p.as_uri()
+    return None
+
+
+def ui_command(uri: str) -> str:
+    return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"
+
+
+# --------------------------------------------------------------------------- the MLflow side
+
+def _quiet():
+    for name in ("alembic", "mlflow", "urllib3", "git"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+
+
+class Tracker:
+    """One experiment in one tracking store. ``settings`` is the ``tracking`` config section."""
+
+    def __init__(self, settings: Mapping):
+        _quiet()
+        try:
+            from mlflow import MlflowClient
+            from mlflow.entities import Metric, Param, RunTag
+        except ImportError as e:     # pragma: no cover - mlflow is a dependency
+            raise ConfigError("tracking.enabled", f"MLflow is not installed ({e}); use tracking.enabled=false") from e
+        self._Metric, self._Param, self._RunTag = Metric, Param, RunTag
+        self.uri = resolve_uri(settings.get("uri"))
+        self.experiment_name = str(settings.get("experiment") or "cluster_sim")
+        try:
+            self.client = MlflowClient(tracking_uri=self.uri)
+            exp = self.client.get_experiment_by_name(self.experiment_name)
+            if exp is None:
+                self.experiment_id = self.client.create_experiment(
+                    self.experiment_name, artifact_location=artifact_root(self.uri, settings.get("artifact_root")))
+            elif exp.lifecycle_stage == "deleted":
+                self.client.restore_experiment(exp.experiment_id)
+                self.experiment_id = exp.experiment_id
+            else:
+                self.experiment_id = exp.experiment_id
+        except UserError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any store failure is a bad tracking.uri for the user
+            msg = " ".join(str(e).split())[:300]
+            raise ConfigError("tracking.uri", f"cannot open MLflow store {self.uri}: {msg}") from e
+
+    # -- runs
+
+    def start_run(self, name: str, *, kind: str, parent_id: str | None = None, tags: Mapping | None = None,
+                  start_time_ms: int | None = None) -> str:
+        t = {KIND_TAG: kind, **{k: str(v) for k, v in (tags or {}).items()}}
+        if parent_id:
+            t["mlflow.parentRunId"] = parent_id
+        run = self.client.create_run(self.experiment_id, start_time=start_time_ms, tags=t, run_name=name)
+        return run.info.run_id
+
+    def reopen(self, run_id: str) -> None:
+        self.client.update_run(run_id, status="RUNNING")
+
+    def end_run(self, run_id: str, status: str = "FINISHED") -> None:
+        self.client.set_terminated(run_id, status=status)
+
+    def set_tags(self, run_id: str, tags: Mapping) -> None:
+        self._batch(run_id, tags=[self._RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_params(self, run_id: str, params: Mapping) -> None:
+        items = []
+        for k, v in flatten(params).items():
+            s = "null" if v is None else str(v)
+            items.append(self._Param(k[:250], s[:6000]))
+        self._batch(run_id, params=items)
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
+        now = int(time.time() * 1000)
+        self._batch(run_id, metrics=[self._Metric(k, float(v), now, step) for k, v in metrics.items()])
+
+    def log_series(self, run_id: str, series: Mapping[str, list[tuple[int, float]]]) -> None:
+        now = int(time.time() * 1000)
+        self._batch(run_id, metrics=[self._Metric(k, float(v), now, int(step))
+                                     for k, pts in series.items() for step, v in pts])
+
+    def log_artifacts(self, run_id: str, local_dir: str | os.PathLike, artifact_path: str | None = None) -> None:
+        self.client.log_artifacts(run_id, str(local_dir), artifact_path)
+
+    def _batch(self, run_id, metrics=(), params=(), tags=()):
+        metrics, params, tags = list(metrics), list(params), list(tags)
+        for i in range(0, len(metrics), 1000):
+            self.client.log_batch(run_id, metrics=metrics[i:i + 1000])
+        for i in range(0, len(params), 100):
+            self.client.log_batch(run_id, params=params[i:i + 100])
+        for i in range(0, len(tags), 100):
+            self.client.log_batch(run_id, tags=tags[i:i + 100])
+
+    # -- one simulated point
+
+    def log_point(self, *, name: str, kind: str, config: Mapping, summary: Mapping | None, epochs,
+                  out_dir: str | os.PathLike | None, parent_id: str | None = None, tags: Mapping | None = None,
+                  status: str = "FINISHED", start_time_ms: int | None = None,
+                  files: Iterable[tuple[str | os.PathLike, str | None]] = ()) -> str:
+        """A whole run at once: params, metrics, series, artifacts (everything in ``out_dir``, and
+        ``files`` as (local path, artifact folder or None)), status."""
+        t = {HASH_TAG: config_hash(config), **(tags or {})}
+        rid = self.start_run(name, kind=kind, parent_id=parent_id, tags=t, start_time_ms=start_time_ms)
+        try:
+            self.log_params(rid, summary["config"] if summary else config)
+            if summary:
+                self.log_metrics(rid, summary_metrics(summary))
+                self.log_series(rid, hourly_series(epochs))
+            if out_dir and Path(out_dir).is_dir():
+                self.log_artifacts(rid, out_dir)
+            for f, where in files:
+                f = Path(f)
+                if f.is_dir():
+                    self.log_artifacts(rid, f, where)
+                elif f.exists():
+                    self.client.log_artifact(rid, str(f), where)
+        except Exception:
+            self.end_run(rid, "FAILED")
+            raise
+        self.end_run(rid, status)
+        return rid
+
+    # -- resume and reports
+
+    def finished_points(self) -> dict[str, Any]:
+        """config_hash -> the most recent FINISHED point run (child or single) of this experiment."""
+        runs = self.client.search_runs([self.experiment_id],
+                                       filter_string=f"attributes.status = 'FINISHED' and tags.`{KIND_TAG}` = 'point'",
+                                       max_results=50000, order_by=["attributes.start_time DESC"])
+        out: dict[str, Any] = {}
+        for r in runs:
+            h = r.data.tags.get(HASH_TAG)
+            if h and h not in out:
+                out[h] = r
+        return out
+
+    def latest_sweep(self) -> str | None:
+        runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.`{KIND_TAG}` = 'sweep'",
+                                       max_results=1, order_by=["attributes.start_time DESC"])
+        return runs[0].info.run_id if runs else None
+
+    def children(self, parent_id: str, status: str | None = "FINISHED"):
+        f = f"tags.`mlflow.parentRunId` = '{parent_id}'"
+        if status:
+            f += f" and attributes.status = '{status}'"
+        return self.client.search_runs([self.experiment_id], filter_string=f, max_results=50000,
+                                       order_by=["attributes.start_time ASC"])
+
+    def download_point(self, run_id: str, dst: str | os.PathLike) -> Path:
+        """Fetch a point's ``summary.json`` and ``epochs.parquet`` into ``dst``; returns the folder."""
+        dst = Path(dst)
+        dst.mkdir(parents=True, exist_ok=True)
+        for name in ("summary.json", "epochs.parquet", "nodes.parquet"):
+            try:
+                self.client.download_artifacts(run_id, name, str(dst))
+            except Exception:   # noqa: BLE001 - an optional table may be missing
+                if name == "summary.json":
+                    raise
+        return dst
+
+    def run_url_hint(self, run_id: str) -> str:
+        return f"experiment '{self.experiment_name}' (id {self.experiment_id}), run {run_id}"
