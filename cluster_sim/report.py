@@ -139,7 +139,8 @@ def varying_keys(recs: Sequence[Record]) -> list[str]:
             out.append(k)
     # a group choice (model.name) makes every key of that group vary: keep the choice only
     chosen = {k.rsplit(".", 1)[0] for k in out if k.endswith(".name")}
-    return [k for k in out if k.endswith(".name") or k.split(".")[0] not in chosen]
+    out = [k for k in out if k.endswith(".name") or k.split(".")[0] not in chosen]
+    return sorted(out, key=lambda k: (k != "policy.name", not k.endswith(".name"), k))
 
 
 def short_key(k: str) -> str:
@@ -251,11 +252,14 @@ def frontier(gs: Sequence[Group], path: Path) -> Path:
         c = f"C{i % 10}"
         ax.errorbar([p[0] for p in pts], [p[1] for p in pts], xerr=[p[2] for p in pts], yerr=[p[3] for p in pts],
                     fmt="o-", color=c, label=pol, capsize=3, ms=6, lw=1.2, alpha=0.9)
-        if annotate:
+        if annotate:   # points that coincide share one label
+            at: dict[tuple, list[str]] = {}
             for x, y, _, _, g in pts:
                 lab = _point_label(g)
                 if lab:
-                    ax.annotate(lab, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7, color=c)
+                    at.setdefault((round(x, 6), round(y, 6)), []).append(lab)
+            for (x, y), labs in at.items():
+                ax.annotate(" | ".join(labs), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7, color=c)
     _log_if_decades(ax, ys)
     ax.set_xlabel("chunk miss ratio (fraction of requested full chunks)")
     ax.set_ylabel("SSD lifetime (years, first drive to wear out)")
@@ -338,7 +342,7 @@ def ssd_written_per_node(gs: Sequence[Group], path: Path) -> Path:
         wi, _ = g.stat("wear_imbalance")
         top = max((s[0] + s[1]) / div for s in stats[i]) if stats[i] else 0
         if nodes > 1:
-            ax.annotate(f"max/mean {wi:.2f}", (x[i], top), textcoords="offset points", xytext=(0, 3),
+            ax.annotate(f"max/mean {wi:.2f}" if top > 0 else "nothing written", (x[i], top), textcoords="offset points", xytext=(0, 3),
                         ha="center", fontsize=7)
     ax.set_xticks(x, [_wrap(g.label) for g in gs], fontsize=8, rotation=30 if len(gs) > 4 else 0,
                   ha="right" if len(gs) > 4 else "center")
@@ -370,8 +374,7 @@ def hit_sources(gs: Sequence[Group], path: Path) -> Path:
     ax.set_xlabel("reused payloads served (count)")
     ax.set_title("Hit sources by tier and payload kind" + _seed_note(gs), fontsize=11)
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18 if len(gs) < 4 else -0.08),
-              frameon=False)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, title="served from")
     fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
@@ -393,7 +396,8 @@ def timeseries(rec: Record, path: Path) -> Path | None:
     ch = t.column("chunks").to_numpy().astype(float)
     miss = t.column("chunk_misses").to_numpy().astype(float)
     ub = np.unique(bins)
-    hours = ub * bin_s / 3600.0
+    minutes = span_h < 2
+    hours = ub * bin_s / (60.0 if minutes else 3600.0)
     div, unit = _bytes_unit(max(1.0, max(w[bins == b].sum() for b in ub)))
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 5.6), sharex=True)
     nodes = np.unique(node)
@@ -409,18 +413,28 @@ def timeseries(rec: Record, path: Path) -> Path | None:
     per = "hour" if bin_s == 3600 else f"{bin_s / 60:g} min"
     ax1.set_ylabel(f"SSD bytes written\n({unit} per {per})")
     ax2.set_ylabel("chunk hit ratio\n(fraction)")
-    ax2.set_xlabel("simulated time since first arrival (hours)")
+    ax2.set_xlabel(f"simulated time since first arrival ({'minutes' if minutes else 'hours'})")
     ax2.set_ylim(0, 1)
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
     if len(nodes) > 1:
         ax1.legend(fontsize=8, ncol=min(len(nodes), 4))
-    label = (rec.summary.get("run") or {}).get("policy_label") or rec.policy
-    ax1.set_title(f"{label}: SSD writes and hit ratio over time", fontsize=11)
+    ax1.set_title(f"{short_label(rec)}: SSD writes and hit ratio over time", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def short_label(rec: Record) -> str:
+    """``gandalf(α=1)``, ``lru_k(k=2)``, ``lru``: the policy with its main knob, not every parameter."""
+    p = rec.config.get("policy")
+    if not isinstance(p, dict):
+        return rec.policy
+    for key, sym in (("alpha", "α"), ("k", "k"), ("f", "f")):
+        if key in p:
+            return f"{rec.policy}({sym}={_fmt(p[key])})"
+    return rec.policy
 
 
 def run_figures(rec: Record, out_dir: str | Path) -> list[Path]:
@@ -428,8 +442,7 @@ def run_figures(rec: Record, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     g = groups([rec])
-    label = (rec.summary.get("run") or {}).get("policy_label") or rec.policy
-    g[0].label = label
+    g[0].label = short_label(rec)
     paths = [ssd_written_per_node(g, out / "ssd_written_per_node.png"), hit_sources(g, out / "hit_sources.png")]
     ts = timeseries(rec, out / "timeseries.png")
     return paths + ([ts] if ts else [])
@@ -441,8 +454,7 @@ def sweep_figures(recs: Sequence[Record], out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     if not recs:
         return []
-    gs = groups(recs)
-    gs.sort(key=lambda g: (g.policy, [str(v) for v in g.values.values()]))
+    gs = groups(recs)      # in sweep order (job number), which is the order the user wrote
     paths = [frontier(gs, out / "frontier.png")]
     a = alpha_plot(gs, out / "alpha.png")
     if a:

@@ -200,6 +200,7 @@ def run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | os
         except UserError as e:
             raise UserError(f"sweep point #{p.idx} ({' '.join(p.overrides) or 'no overrides'}): {e}") from e
 
+    check_ray_address(ray_cfg.get("address", "local"))   # before any run is opened
     tracker = None
     if tr_cfg.get("enabled"):
         from .tracking import Tracker, config_hash

@@ -150,6 +150,7 @@ def _quiet():
     for name in ("alembic", "mlflow", "urllib3", "git"):
         logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
 
 
@@ -163,6 +164,7 @@ class Tracker:
             from mlflow.entities import Metric, Param, RunTag
         except ImportError as e:     # pragma: no cover - mlflow is a dependency
             raise ConfigError("tracking.enabled", f"MLflow is not installed ({e}); use tracking.enabled=false") from e
+        _quiet()     # mlflow sets its own logger level on import
         self._Metric, self._Param, self._RunTag = Metric, Param, RunTag
         self.uri = resolve_uri(settings.get("uri"))
         self.experiment_name = str(settings.get("experiment") or "cluster_sim")
