@@ -108,7 +108,11 @@ def _validate_sweep(overrides: list[str]) -> str | None:
     try:
         jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
         from hydra_plugins.cluster_sim_ray_launcher.ray_launcher import drop_foreign_policy_params
-        base = compose([o for o in overrides if not o.lstrip("+~").startswith("policy")])["policy"]["name"]
+        try:
+            base = compose([o.input_line for o in parsed if not o.is_sweep_override()
+                            and not o.key_or_group.startswith("policy")])["policy"]["name"]
+        except Exception:  # noqa: BLE001 - a composition error is reported for the first point below
+            base = "lru"
         jobs = drop_foreign_policy_params(jobs, base)
     except (HydraException, ValueError, TypeError) as e:
         return " ".join(str(e).split())

@@ -138,8 +138,18 @@ def varying_keys(recs: Sequence[Record]) -> list[str]:
         if len(vals) > 1:
             out.append(k)
     # a group choice (model.name) makes every key of that group vary: keep the choice only
+    # (a key of such a group stays when it varies between runs of the same choice: policy.alpha)
     chosen = {k.rsplit(".", 1)[0] for k in out if k.endswith(".name")}
-    out = [k for k in out if k.endswith(".name") or k.split(".")[0] not in chosen]
+
+    def varies_within_choice(k: str) -> bool:
+        g = k.split(".")[0]
+        by_choice: dict = {}
+        for f in flats:
+            by_choice.setdefault(json.dumps(f.get(f"{g}.name"), default=str), set()).add(
+                json.dumps(f.get(k), default=str))
+        return any(len(v) > 1 for v in by_choice.values())
+
+    out = [k for k in out if k.endswith(".name") or k.split(".")[0] not in chosen or varies_within_choice(k)]
     return sorted(out, key=lambda k: (k != "policy.name", not k.endswith(".name"), k))
 
 
@@ -180,7 +190,7 @@ def groups(recs: Sequence[Record]) -> list[Group]:
     out: dict[str, Group] = {}
     for r in recs:
         f = _sim_flat(r)
-        vals = {k: f.get(k) for k in keys}
+        vals = {k: f.get(k) for k in keys if k in f}
         gk = json.dumps({k: v for k, v in f.items() if k != "seed"}, sort_keys=True, default=str)
         if gk not in out:
             label = ", ".join(f"{short_key(k)}={_fmt(v)}" for k, v in vals.items()) or \
