@@ -44,6 +44,7 @@ from ..errors import ConfigError
 from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, lru_select
 
 _INF = float("inf")
+_NAN = float("nan")
 _EPS = 1e-9
 _MAX_RESCORE = 8
 
@@ -97,6 +98,7 @@ class GandalfPolicy(Policy):
             raise ConfigError("policy.objective", f"must be dollars or chunks, got {objective!r}")
         self.objective = objective
         self.rpd_scale = _float(replays_per_day_scale, "policy.replays_per_day_scale")
+        self.r0T0 = self.r0 * self.T0
         self.c = {k: 0 for k in ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free",
                                  "admissions_rejected_by_fee", "ssd_evictions", "rescore_repushes")}
 
@@ -106,9 +108,12 @@ class GandalfPolicy(Policy):
         st = self.st
         n2 = len(st.res)
         U = n2 // 2
-        self.t_first = np.full(n2, np.nan)
-        self.t_last = np.full(n2, np.nan)
-        self.hits = np.zeros(n2, dtype=np.int64)
+        # per-payload statistics as Python lists: scalar reads are on the hot path
+        self.t_first = [_NAN] * n2
+        self.t_last = [_NAN] * n2
+        self.hits = [0] * n2
+        self.sz = [float(x) for x in st.size.tolist()]
+        self.dep = st.depth.tolist()
         self.ckpt_ever = np.zeros(U, dtype=bool)
         self.state_demands = np.zeros(U, dtype=np.int64)
         self.n_ckpt = 0
@@ -124,8 +129,8 @@ class GandalfPolicy(Policy):
         crc = model.prefill_flops_array((d - 1) * ct, d * ct) / rate        # node-seconds per chunk by depth
         if self.objective == "chunks":
             crc = np.full(maxd, float(crc[0]))
-        self.crc = np.concatenate([[0.0], crc])
-        self.crc_cum = np.cumsum(self.crc)
+        self.crc = [0.0] + crc.tolist()
+        self.crc_cum = np.cumsum(self.crc).tolist()
         self.host = hw.host_link_bytes_per_s
         self.ssd_read = hw.ssd_read_bytes_per_s
         self.ssd_lat = hw.ssd_read_latency_s
@@ -135,6 +140,7 @@ class GandalfPolicy(Policy):
         self.tbw = tbw
         self.warranty_s = hw.ssd.warranty_years * 365 * 86400.0
         self.has_ssd = st.cap[SSD] > 0
+        self.fee_per_byte = self.alpha * self.cw * self.waf if self.alpha != _INF else _INF
         self.drop_heap = LazyHeap()
         self.move_heap = LazyHeap()
         self.ssd_heap = LazyHeap()
@@ -156,11 +162,14 @@ class GandalfPolicy(Policy):
         m = len(path)
         if not m:
             return
-        fa = 2 * path
-        seen = ~np.isnan(self.t_first[fa])
-        self.hits[fa[seen]] += 1                 # a later request demanded it (policy-independent)
-        self.t_first[fa[~seen]] = now
-        self.t_last[fa] = now
+        tf, tl, hits = self.t_first, self.t_last, self.hits
+        for c in path.tolist():
+            p = 2 * c
+            if tf[p] == tf[p]:
+                hits[p] += 1                     # a later request demanded it (policy-independent)
+            else:
+                tf[p] = now
+            tl[p] = now
         # STATE demand: the deepest checkpoint position ever created on the path
         w = np.flatnonzero(self.ckpt_ever[path])
         if len(w):
@@ -183,9 +192,11 @@ class GandalfPolicy(Policy):
             new = ~self.ckpt_ever[cs]
             self.n_ckpt += int(new.sum())
             self.ckpt_ever[cs] = True
-            fresh = np.isnan(self.t_first[states])
-            self.t_first[states[fresh]] = now
-            self.t_last[states] = now
+            tf, tl = self.t_first, self.t_last
+            for q in states.tolist():
+                if tf[q] != tf[q]:
+                    tf[q] = now
+                tl[q] = now
 
     def on_enter(self, tier, p) -> None:
         st = self.st
@@ -201,8 +212,8 @@ class GandalfPolicy(Policy):
             if tier == DRAM and not p & 1 and self.has_ssd and not st.res[p] & 4:
                 self.ctx.request_ssd_admission(p)
             return
-        if tier == DRAM:
-            self._push_dram(p)
+        if tier == DRAM and (p & 1 or st.dcnt[DRAM][p >> 1] == 0):
+            self._push_dram(p)            # an FA chunk with DRAM descendants waits for its leaf event
         if st.res[p] & 4 and p not in self.ssd_heap:
             # its SSD copy is no longer the last one: evictable again
             self.ssd_heap.push(p, self._ssd_key(p, self.now), tie=p)
@@ -219,6 +230,8 @@ class GandalfPolicy(Policy):
             return
         p = 2 * c
         if tier == DRAM and self.st.res[p] & 2:
+            # an entry already there (pushed when a selection opened it up) keeps its key: drop
+            # keys only rise with touches (re-keyed at pop), move keys are re-scored at peek
             if p not in self.drop_heap:
                 self.drop_heap.push(p, self._drop_key(p), tie=p)
             if self.has_ssd and p not in self.move_heap:
@@ -239,7 +252,7 @@ class GandalfPolicy(Policy):
         tl = self.t_last[p]
         if tl != tl:  # nan: never seen
             return self.r0
-        return (self.hits[p] + self.r0 * self.T0) / (tl - self.t_first[p] + self.T0)
+        return (self.hits[p] + self.r0T0) / (tl - self.t_first[p] + self.T0)
 
     def e_hits(self, p: int, now: float) -> float:
         tl = self.t_last[p]
@@ -263,9 +276,9 @@ class GandalfPolicy(Policy):
         """Recompute cost in node-seconds of losing payload ``p`` (STATE: back to the deepest ancestor state)."""
         st = self.st
         c = p >> 1
-        d = int(st.depth[c])
+        d = self.dep[c]
         if not p & 1:
-            return float(self.crc[d])
+            return self.crc[d]
         anc = st.ancestors(c)
         if len(anc):
             w = np.flatnonzero(st.res[2 * anc + 1])
@@ -286,7 +299,7 @@ class GandalfPolicy(Policy):
             return 0.0
         if self.alpha == _INF:
             return _INF
-        return self.alpha * self._cw(now) * self.waf * float(self.st.size[p])
+        return self.alpha * self._cw(now) * self.waf * self.sz[p]
 
     def _cw(self, now: float) -> float:
         if self.wear_price == "static" or self.tbw <= 0:
@@ -314,8 +327,16 @@ class GandalfPolicy(Policy):
     def _drop_key(self, p: int) -> float:
         """Time-invariant drop key: log(J_drop/S at time t_last) + t_last/τ (FA); STATE keys are
         re-scored at peek, so they use the same form at the current time."""
-        sz = float(self.st.size[p])
+        sz = self.sz[p]
         tl = self.t_last[p]
+        if not p & 1:
+            if tl != tl:
+                v = self.r0 * self.H * self.g * self.crc[self.dep[p >> 1]] / sz
+                tl = self.now
+            else:
+                v = ((self.hits[p] + self.r0T0) / (tl - self.t_first[p] + self.T0)
+                     * self.H * self.g * self.crc[self.dep[p >> 1]] / sz)
+            return (math.log(v) if v > 0 else -1e300) + tl / self.tau
         if tl != tl:
             tl = self.now
         v = self.e_hits(p, tl) * self.g * self.c_rc(p) / sz
@@ -324,7 +345,7 @@ class GandalfPolicy(Policy):
     def _ssd_value(self, p: int, now: float) -> float:
         """Expected loss of evicting ``p``'s SSD copy (≥ 0)."""
         st = self.st
-        sz = float(st.size[p])
+        sz = self.sz[p]
         loss = max(0.0, self.e_hits(p, now) * self.g * (self.c_rc(p) - self._ld_ssd(sz)))
         if st.res[p] != 4:          # not the last copy: at most the fee to write it again later
             fee = self.alpha * self.cw * self.waf * sz if self.alpha != _INF else loss
@@ -332,19 +353,66 @@ class GandalfPolicy(Policy):
         return loss
 
     def _ssd_key(self, p: int, now: float) -> float:
-        return self._ssd_value(p, now) / float(self.st.size[p])
+        """Time-invariant SSD-victim key: log(lost value per byte at t_last) + t_last/τ.
+
+        The lost value decays as exp(−(t − t_last)/τ), so, as for drop keys, the shared
+        −t/τ term never reorders entries. A copy that is not the last one is worth at most
+        the fee to write it again; a constant in absolute terms, that cap grows as e^{t/τ}
+        in this frame, so the key stored at push time is a lower bound of the current
+        key and lazy re-keying at pop stays exact."""
+        st = self.st
+        sz = self.sz[p]
+        tl = self.t_last[p]
+        if tl != tl:
+            tl = now
+        loss = max(0.0, self.e_hits(p, tl) * self.g * (self.c_rc(p) - self._ld_ssd(sz)))
+        key = (math.log(loss / sz) if loss > 0 else -1e300) + tl / self.tau
+        if st.res[p] != 4 and self.alpha != _INF:
+            fee = self.alpha * self.cw * self.waf * sz
+            cap = (math.log(fee / sz) if fee > 0 else -1e300) + now / self.tau
+            key = min(key, cap)
+        return key
 
     def _move_key(self, p: int, now: float) -> float:
-        sz = float(self.st.size[p])
-        fee = self._fee(p, now)
-        if fee == _INF:
+        sz = self.sz[p]
+        if self.st.res[p] & 4:
+            fee = 0.0
+        elif self.alpha == _INF:
             return _INF
-        return (fee + self.e_hits(p, now) * self.g * (self._ld_ssd(sz) - self._ld_dram(sz))) / sz
+        elif self.wear_price == "static":
+            fee = self.fee_per_byte * sz
+        else:
+            fee = self._fee(p, now)
+        if p & 1:
+            e = self.e_hits(p, now)
+        else:                                 # FA: e_hits inlined (hot path)
+            tl = self.t_last[p]
+            if tl != tl:
+                e = self.r0 * self.H
+            else:
+                e = ((self.hits[p] + self.r0T0) / (tl - self.t_first[p] + self.T0) * self.H
+                     * math.exp((tl - now) / self.tau))
+        # C_ld,S − C_ld,D = SSD latency + S / SSD read bandwidth
+        return (fee + e * self.g * (self.ssd_lat + sz / self.ssd_read)) / sz
 
     def _push_dram(self, p: int) -> None:
         self.drop_heap.push(p, self._drop_key(p), tie=p)
         if self.has_ssd:
             self.move_heap.push(p, self._move_key(p, self.now), tie=p)
+
+    # -- heap changes during a selection are journaled (LazyHeap.journal), so a selection that
+    #    cannot free enough undoes every pop, re-key and push it made (select_victims is atomic)
+    def _begin(self):
+        for h in (self.drop_heap, self.move_heap, self.ssd_heap):
+            h.journal = []
+
+    def _commit(self):
+        for h in (self.drop_heap, self.move_heap, self.ssd_heap):
+            h.journal = None
+
+    def _undo(self):
+        for h in (self.drop_heap, self.move_heap, self.ssd_heap):
+            h.undo()
 
     # ------------------------------------------------------------------ decisions
     def select_victims(self, tier, bytes_needed, now):
@@ -395,19 +463,40 @@ class GandalfPolicy(Policy):
             return d == 0 or d == self.cred_any.get(c, 0)
 
         def choose(self, p, drop_last):
+            """Record ``p`` as chosen; returns ``(y, par)``: the nearest ancestor in this tier,
+            if the choice credited it, and the parent (−1 if none).
+
+            Credits climb through ancestors outside the tier only once such an ancestor has
+            every one of its descendants in the tier chosen (then the whole count moves up),
+            so an ancestor in the tier is a tentative leaf exactly when its credit equals its
+            count, without a search for the nearest ancestor in the tier."""
             self.chosen.add(p)
             if p & 1:
-                return
+                return -1, -1
             st = self.st
             c = p >> 1
             par = int(st.parent[c])
             if par < 0:
-                return
-            y = st.nearest_in_tier(c, self.bit)
-            if y >= 0:
-                self.cred[y] = self.cred.get(y, 0) + 1 + int(self.dcnt[c])
+                return -1, -1
             if drop_last:
                 self.cred_any[par] = self.cred_any.get(par, 0) + 1 + int(st.dany[c])
+            dcnt = self.dcnt
+            cred = self.cred
+            res = st.res
+            bit = self.bit
+            parent = st.parent
+            k = 1 + int(dcnt[c])
+            x = par
+            while x >= 0:
+                v = cred.get(x, 0) + k
+                cred[x] = v
+                if res[2 * x] & bit:
+                    return x, par
+                if v != dcnt[x]:
+                    return -1, par
+                k = v
+                x = int(parent[x])
+            return -1, par
 
     def _drop_ok(self, p, tent):
         """True, "later" (blocked only by this selection), or False (not in the DropSet now)."""
@@ -443,9 +532,10 @@ class GandalfPolicy(Policy):
     def _peek_valid(self, heap, ok, tent, aside, rescore):
         """Pop until the top is a valid candidate; return its (fresh key, p), popped.
 
-        Invalid or ineligible entries go to ``aside`` (restored by the caller). A valid
-        entry whose fresh key drifted above the next key is re-pushed and the next one
-        tried, at most 8 times; then the current one is taken."""
+        Pinned, already chosen or "later" entries go to ``aside`` (restored by the caller);
+        structurally ineligible ones are left out (back on a leaf event). A valid entry
+        whose fresh key drifted above the next key is re-pushed and the next one tried, at
+        most 8 times; then the current one is taken."""
         st = self.st
         cur = st.cur
         tries = 0
@@ -474,16 +564,36 @@ class GandalfPolicy(Policy):
                     continue
             return fresh, p
 
+    def _open_up(self, y, tent):
+        """Chunk ``y`` may have become a DRAM leaf through this selection's choices: make it a
+        candidate of both heaps (it left them, or never was in them, while it had DRAM
+        descendants). Returns the keys pushed (drop, move), None where nothing was pushed."""
+        st = self.st
+        q = 2 * y
+        if not st.res[q] & 2 or st.pin[q] == st.cur or q in tent.chosen or not tent.leaf(y):
+            return None, None
+        kd = km = None
+        if q not in self.drop_heap:
+            kd = self._drop_key(q)
+            self.drop_heap.push(q, kd, tie=q)
+        if self.has_ssd and q not in self.move_heap:
+            km = self._move_key(q, self.now)
+            self.move_heap.push(q, km, tie=q)
+        return kd, km
+
     def _select_dram(self, need, now):
         st = self.st
         tent = self._Tent(st, DRAM)
+        self._begin()
         out = []
         freed = 0
         aside_d, aside_m = [], []
         pending_d = pending_m = None
+        m_memo = None
         ssd_free = st.cap[SSD] - st.used[SSD]
         pool = _VictimPool(self, now)
         tnow = now / self.tau
+        counts = dict(self.c)
         while freed < need:
             if pending_d is None:
                 pending_d = self._peek_valid(self.drop_heap, self._drop_ok, tent, aside_d,
@@ -502,7 +612,10 @@ class GandalfPolicy(Policy):
             m_plan = None
             if pending_m is not None:
                 mk, mp = pending_m
-                m_cost, m_plan = self._move_cost(mp, now, pool, ssd_free)
+                memo = (mp, ssd_free, pool.used)
+                if m_memo is None or m_memo[0] != memo:
+                    m_memo = (memo, self._move_cost(mp, now, pool, ssd_free))
+                m_cost, m_plan = m_memo[1]
             take_move = False
             if m_cost is not None and m_cost != _INF:
                 free_move = m_plan[0] == 0.0 and m_plan[1] == 0.0           # no fee, no victims
@@ -515,7 +628,7 @@ class GandalfPolicy(Policy):
                     ssd_free -= int(st.size[p])
                     pool.consume(vbytes)
                     ssd_free += vbytes
-                tent.choose(p, False)
+                y, _ = tent.choose(p, False)
                 out.append((p, DEMOTE))
                 freed += int(st.size[p])
                 pending_m = None
@@ -528,12 +641,27 @@ class GandalfPolicy(Policy):
                 if m_cost is not None and m_plan is not None and m_plan[0] > 0:
                     self.c["admissions_rejected_by_fee"] += 1      # a paid write was declined
                 last = int(st.res[p]) == 2
-                tent.choose(p, last and not p & 1)
+                y, _ = tent.choose(p, last and not p & 1)
                 out.append((p, DROP))
                 freed += int(st.size[p])
                 pending_d = None
                 if pending_m is not None and pending_m[1] == p:
                     pending_m = None
+            if y >= 0:
+                kd, km = self._open_up(y, tent)
+                # a newly opened candidate cheaper than the one held aside takes its place
+                if kd is not None and pending_d is not None and kd < pending_d[0]:
+                    self.drop_heap.push(pending_d[1], pending_d[0], tie=pending_d[1])
+                    pending_d = None
+                if km is not None and pending_m is not None and km < pending_m[0]:
+                    self.move_heap.push(pending_m[1], pending_m[0], tie=pending_m[1])
+                    pending_m = None
+        if freed < need:
+            self._undo()
+            self.c.update(counts)          # a failed selection decided nothing
+            st.shortfall = need - freed          # lets the node trim the right amount in one step
+            return []
+        self._commit()
         # restore what was popped but not taken
         taken = {p for p, _ in out}
         for key, p in aside_d:
@@ -547,10 +675,6 @@ class GandalfPolicy(Policy):
         if pending_m is not None and pending_m[1] not in taken:
             self.move_heap.push(pending_m[1], pending_m[0], tie=pending_m[1])
         pool.restore()
-        if freed < need:
-            for p, _ in out:
-                self._push_dram(p)
-            return []
         for p, a in out:
             self.drop_heap.discard(p)
             self.move_heap.discard(p)
@@ -560,7 +684,7 @@ class GandalfPolicy(Policy):
     def _move_cost(self, p, now, pool, ssd_free):
         """(J_move/S, (fee, L_vict, victim bytes)) with the SSD as tentatively changed by this selection."""
         st = self.st
-        sz = float(st.size[p])
+        sz = self.sz[p]
         e = self.e_hits(p, now)
         load = e * self.g * (self._ld_ssd(sz) - self._ld_dram(sz))
         if st.res[p] & 4:
@@ -579,12 +703,15 @@ class GandalfPolicy(Policy):
     def _select_ssd(self, need, now):
         st = self.st
         tent = self._Tent(st, SSD)
+        self._begin()
+        heap = self.ssd_heap
         out = []
         freed = 0
         aside = []
         cur = st.cur
+        counts = dict(self.c)
         while freed < need:
-            e = self.ssd_heap.pop()
+            e = heap.pop()
             if e is None:
                 break
             key, _, p = e
@@ -596,25 +723,31 @@ class GandalfPolicy(Policy):
                 if tent.cred_any.get(p >> 1):
                     aside.append((key, p))       # blocked only by this selection's own choices
                 continue                          # not evictable now: back on a global-leaf event
-
             fresh = self._ssd_key(p, now)
-            nxt = self.ssd_heap.peek()
+            nxt = heap.peek()
             if fresh > key + _EPS * max(1.0, abs(key)) and nxt is not None and fresh > nxt[0]:
                 self.c["rescore_repushes"] += 1
-                self.ssd_heap.push(p, fresh, tie=p)
+                heap.push(p, fresh, tie=p)
                 continue
-            tent.choose(p, st.res[p] == 4 and not p & 1)
+            _, par = tent.choose(p, st.res[p] == 4 and not p & 1)
             out.append((p, DROP))
-            aside.append((fresh, p))
             freed += int(st.size[p])
-        taken = {p for p, _ in out}
+            if par >= 0:
+                # the parent's last copy may have become droppable through this choice
+                q = 2 * par
+                if st.res[q] == 4 and q not in heap and st.pin[q] != cur and tent.may_drop_last(par):
+                    heap.push(q, self._ssd_key(q, now), tie=q)
         if freed < need:
-            for key, p in aside:
-                self.ssd_heap.push(p, key, tie=p)
+            self._undo()
+            self.c.update(counts)          # a failed selection decided nothing
             return []
+        self._commit()
+        taken = {p for p, _ in out}
         for key, p in aside:
             if p not in taken:
-                self.ssd_heap.push(p, key, tie=p)
+                heap.push(p, key, tie=p)
+        for p, _ in out:
+            heap.discard(p)
         self.c["ssd_evictions"] += len(out)
         return out
 
