@@ -141,8 +141,8 @@ class GandalfPolicy(Policy):
         self.warranty_s = hw.ssd.warranty_years * 365 * 86400.0
         self.has_ssd = st.cap[SSD] > 0
         self.fee_per_byte = self.alpha * self.cw * self.waf if self.alpha != _INF else _INF
-        self.drop_heap = LazyHeap()
-        self.move_heap = LazyHeap()
+        self._ssd_plan = None
+        self.cand = LazyHeap()          # DRAM candidates: key = log(min(J_drop, J_move)/S) + t/τ
         self.ssd_heap = LazyHeap()
         self.t0 = None
         self.written = 0.0
@@ -213,15 +213,14 @@ class GandalfPolicy(Policy):
                 self.ctx.request_ssd_admission(p)
             return
         if tier == DRAM and (p & 1 or st.dcnt[DRAM][p >> 1] == 0):
-            self._push_dram(p)            # an FA chunk with DRAM descendants waits for its leaf event
+            self._push_cand(p)            # an FA chunk with DRAM descendants waits for its leaf event
         if st.res[p] & 4 and p not in self.ssd_heap:
             # its SSD copy is no longer the last one: evictable again
             self.ssd_heap.push(p, self._ssd_key(p, self.now), tie=p)
 
     def on_leave(self, tier, p) -> None:
         if tier == DRAM:
-            self.drop_heap.discard(p)
-            self.move_heap.discard(p)
+            self.cand.discard(p)
         elif tier == SSD:
             self.ssd_heap.discard(p)
 
@@ -229,21 +228,18 @@ class GandalfPolicy(Policy):
         if self.placement == "strict":
             return
         p = 2 * c
-        if tier == DRAM and self.st.res[p] & 2:
-            # an entry already there (pushed when a selection opened it up) keeps its key: drop
-            # keys only rise with touches (re-keyed at pop), move keys are re-scored at peek
-            if p not in self.drop_heap:
-                self.drop_heap.push(p, self._drop_key(p), tie=p)
-            if self.has_ssd and p not in self.move_heap:
-                self.move_heap.push(p, self._move_key(p, self.now), tie=p)
+        if tier == DRAM and self.st.res[p] & 2 and p not in self.cand:
+            # an entry already there (pushed when a selection opened it up) keeps its key: keys
+            # are lower bounds that only rise, re-scored at pop
+            self._push_cand(p)
 
     def on_global_leaf(self, c) -> None:
         if self.placement == "strict":
             return
         p = 2 * c
         r = self.st.res[p]
-        if r & 2 and p not in self.drop_heap:
-            self.drop_heap.push(p, self._drop_key(p), tie=p)
+        if r & 2 and p not in self.cand and self.st.dcnt[DRAM][c] == 0:
+            self._push_cand(p)
         if r & 4 and p not in self.ssd_heap:
             self.ssd_heap.push(p, self._ssd_key(p, self.now), tie=p)
 
@@ -395,24 +391,36 @@ class GandalfPolicy(Policy):
         # C_ld,S − C_ld,D = SSD latency + S / SSD read bandwidth
         return (fee + e * self.g * (self.ssd_lat + sz / self.ssd_read)) / sz
 
-    def _push_dram(self, p: int) -> None:
-        self.drop_heap.push(p, self._drop_key(p), tie=p)
-        if self.has_ssd:
-            self.move_heap.push(p, self._move_key(p, self.now), tie=p)
+    def _cand_key(self, p: int, now: float) -> float:
+        """A lower bound, now and later, of log(min(J_drop, J_move)/S) + t/τ.
+
+        In this frame (costs times e^{t/τ}) the drop cost is constant between touches, the
+        load part of J_move too, and its write fee grows; L_vict ≥ 0 is left out (it needs
+        the SSD's state at selection time). So a stored key never exceeds the candidate's
+        current one and lazy re-keying at pop stays exact (a touch only raises it)."""
+        jd = self._drop_key(p)
+        if not self.has_ssd:
+            return jd
+        jm = self._move_key(p, now)
+        jm = (math.log(jm) if jm > 0 else -1e300) + now / self.tau if jm != _INF else _INF
+        return jd if jd < jm else jm
+
+    def _push_cand(self, p: int) -> None:
+        self.cand.push(p, self._cand_key(p, self.now), tie=p)
 
     # -- heap changes during a selection are journaled (LazyHeap.journal), so a selection that
     #    cannot free enough undoes every pop, re-key and push it made (select_victims is atomic)
     def _begin(self):
-        for h in (self.drop_heap, self.move_heap, self.ssd_heap):
-            h.journal = []
+        self.cand.journal = []
+        self.ssd_heap.journal = []
 
     def _commit(self):
-        for h in (self.drop_heap, self.move_heap, self.ssd_heap):
-            h.journal = None
+        self.cand.journal = None
+        self.ssd_heap.journal = None
 
     def _undo(self):
-        for h in (self.drop_heap, self.move_heap, self.ssd_heap):
-            h.undo()
+        self.cand.undo()
+        self.ssd_heap.undo()
 
     # ------------------------------------------------------------------ decisions
     def select_victims(self, tier, bytes_needed, now):
@@ -529,155 +537,107 @@ class GandalfPolicy(Policy):
                 return "later"
         return True
 
-    def _peek_valid(self, heap, ok, tent, aside, rescore):
-        """Pop until the top is a valid candidate; return its (fresh key, p), popped.
-
-        Pinned, already chosen or "later" entries go to ``aside`` (restored by the caller);
-        structurally ineligible ones are left out (back on a leaf event). A valid entry
-        whose fresh key drifted above the next key is re-pushed and the next one tried, at
-        most 8 times; then the current one is taken."""
-        st = self.st
-        cur = st.cur
-        tries = 0
-        while True:
-            e = heap.pop()
-            if e is None:
-                return None
-            key, tie, p = e
-            if not st.res[p] & 2:
-                continue
-            if st.pin[p] == cur or p in tent.chosen:
-                aside.append((key, p))
-                continue
-            verdict = ok(p, tent)
-            if verdict is not True:
-                if verdict == "later":        # ineligible only because of this selection's choices
-                    aside.append((key, p))
-                continue                      # structurally ineligible: back on a leaf event
-            fresh = rescore(p)
-            if tries < _MAX_RESCORE and fresh > key + _EPS * max(1.0, abs(key)):
-                nxt = heap.peek()
-                if nxt is not None and fresh > nxt[0]:
-                    tries += 1
-                    self.c["rescore_repushes"] += 1
-                    heap.push(p, fresh, tie=p)
-                    continue
-            return fresh, p
-
     def _open_up(self, y, tent):
         """Chunk ``y`` may have become a DRAM leaf through this selection's choices: make it a
-        candidate of both heaps (it left them, or never was in them, while it had DRAM
-        descendants). Returns the keys pushed (drop, move), None where nothing was pushed."""
+        candidate (it left the heap, or never was in it, while it had DRAM descendants).
+        Returns the key pushed, or None."""
         st = self.st
         q = 2 * y
-        if not st.res[q] & 2 or st.pin[q] == st.cur or q in tent.chosen or not tent.leaf(y):
-            return None, None
-        kd = km = None
-        if q not in self.drop_heap:
-            kd = self._drop_key(q)
-            self.drop_heap.push(q, kd, tie=q)
-        if self.has_ssd and q not in self.move_heap:
-            km = self._move_key(q, self.now)
-            self.move_heap.push(q, km, tie=q)
-        return kd, km
+        if q in self.cand or not st.res[q] & 2 or st.pin[q] == st.cur or q in tent.chosen \
+                or not tent.leaf(y):
+            return None
+        k = self._cand_key(q, self.now)
+        self.cand.push(q, k, tie=q)
+        return k
 
     def _select_dram(self, need, now):
+        """Free ``need`` DRAM bytes: repeatedly take the candidate whose cheaper action (drop or
+        move) costs least per byte freed (policies.md §2.5), with the SSD as tentatively
+        changed by the moves already taken. Atomic: a selection that cannot free enough
+        undoes every heap change it made."""
         st = self.st
+        heap = self.cand
         tent = self._Tent(st, DRAM)
         self._begin()
         out = []
         freed = 0
-        aside_d, aside_m = [], []
-        pending_d = pending_m = None
-        m_memo = None
+        aside = []
         ssd_free = st.cap[SSD] - st.used[SSD]
         pool = _VictimPool(self, now)
         tnow = now / self.tau
+        has_ssd = self.has_ssd
+        res = st.res
+        pin = st.pin
+        cur = st.cur
+        sz_of = self.sz
         counts = dict(self.c)
+        tries = 0
         while freed < need:
-            if pending_d is None:
-                pending_d = self._peek_valid(self.drop_heap, self._drop_ok, tent, aside_d,
-                                             lambda p: self._drop_key(p))
-            if pending_m is None and self.has_ssd:
-                pending_m = self._peek_valid(self.move_heap, self._move_ok, tent, aside_m,
-                                             lambda p: self._move_key(p, now))
-            # the same payload may top both heaps: resolve by comparing its own two costs
-            if pending_d is None and pending_m is None:
+            e = heap.pop()
+            if e is None:
                 break
-            d_cost = None
-            if pending_d is not None:
-                dk, dp = pending_d
-                d_cost = math.exp(dk - tnow) if dk > -1e299 else 0.0       # J_drop / S now
-            m_cost = None
-            m_plan = None
-            if pending_m is not None:
-                mk, mp = pending_m
-                memo = (mp, ssd_free, pool.used)
-                if m_memo is None or m_memo[0] != memo:
-                    m_memo = (memo, self._move_cost(mp, now, pool, ssd_free))
-                m_cost, m_plan = m_memo[1]
-            take_move = False
-            if m_cost is not None and m_cost != _INF:
-                free_move = m_plan[0] == 0.0 and m_plan[1] == 0.0           # no fee, no victims
-                if free_move or d_cost is None or m_cost < d_cost:
-                    take_move = True
-            if take_move:
-                p = pending_m[1]
-                fee, lvict, vbytes = m_plan
-                if not st.res[p] & 4:
-                    ssd_free -= int(st.size[p])
-                    pool.consume(vbytes)
-                    ssd_free += vbytes
+            key, _, p = e
+            if not res[p] & 2:
+                continue
+            if pin[p] == cur or p in tent.chosen:
+                aside.append((key, p))
+                continue
+            dok = self._drop_ok(p, tent)
+            mok = self._move_ok(p, tent) if has_ssd else False
+            if dok is not True and mok is not True:
+                if dok == "later" or mok == "later":
+                    aside.append((key, p))     # ineligible only because of this selection's choices
+                continue                       # structurally ineligible: back on a leaf event
+            sz = sz_of[p]
+            jd = math.exp(self._drop_key(p) - tnow) if dok is True else _INF      # J_drop / S now
+            jm = plan = None
+            if mok is True:
+                jm, plan = self._move_cost(p, now, pool, ssd_free)
+            free_move = jm is not None and jm != _INF and plan[0] == 0.0 and plan[1] == 0.0
+            best = jd if jm is None or jd <= jm else jm
+            if not free_move and tries < _MAX_RESCORE:
+                fresh = (math.log(best) if best > 0 else -1e300) + tnow if best != _INF else _INF
+                if fresh > key + _EPS * max(1.0, abs(key)):
+                    nxt = heap.peek()
+                    if nxt is not None and fresh > nxt[0]:
+                        tries += 1
+                        self.c["rescore_repushes"] += 1
+                        heap.push(p, fresh, tie=p)
+                        continue
+            tries = 0
+            if best == _INF and not free_move:
+                if dok == "later":             # the drop may open up later in this selection
+                    aside.append((key, p))
+                continue                       # neither action possible now (α = ∞, no copy; no drop)
+            if free_move or (jm is not None and jm < jd):
+                if not res[p] & 4:
+                    ssd_free -= int(sz)
+                    pool.consume(plan[2])
+                    ssd_free += plan[2]
                 y, _ = tent.choose(p, False)
                 out.append((p, DEMOTE))
-                freed += int(st.size[p])
-                pending_m = None
-                if pending_d is not None and pending_d[1] == p:
-                    pending_d = None
             else:
-                if pending_d is None:
-                    break
-                p = pending_d[1]
-                if m_cost is not None and m_plan is not None and m_plan[0] > 0:
+                if plan is not None and plan[0] > 0:
                     self.c["admissions_rejected_by_fee"] += 1      # a paid write was declined
-                last = int(st.res[p]) == 2
-                y, _ = tent.choose(p, last and not p & 1)
+                y, _ = tent.choose(p, res[p] == 2 and not p & 1)
                 out.append((p, DROP))
-                freed += int(st.size[p])
-                pending_d = None
-                if pending_m is not None and pending_m[1] == p:
-                    pending_m = None
+            freed += int(sz)
             if y >= 0:
-                kd, km = self._open_up(y, tent)
-                # a newly opened candidate cheaper than the one held aside takes its place
-                if kd is not None and pending_d is not None and kd < pending_d[0]:
-                    self.drop_heap.push(pending_d[1], pending_d[0], tie=pending_d[1])
-                    pending_d = None
-                if km is not None and pending_m is not None and km < pending_m[0]:
-                    self.move_heap.push(pending_m[1], pending_m[0], tie=pending_m[1])
-                    pending_m = None
+                self._open_up(y, tent)
         if freed < need:
             self._undo()
             self.c.update(counts)          # a failed selection decided nothing
-            st.shortfall = need - freed          # lets the node trim the right amount in one step
+            st.shortfall = need - freed    # lets the node trim the right amount in one step
             return []
         self._commit()
-        # restore what was popped but not taken
         taken = {p for p, _ in out}
-        for key, p in aside_d:
-            if p not in taken and st.res[p] & 2:
-                self.drop_heap.push(p, key, tie=p)
-        for key, p in aside_m:
-            if p not in taken and st.res[p] & 2:
-                self.move_heap.push(p, key, tie=p)
-        if pending_d is not None and pending_d[1] not in taken:
-            self.drop_heap.push(pending_d[1], pending_d[0], tie=pending_d[1])
-        if pending_m is not None and pending_m[1] not in taken:
-            self.move_heap.push(pending_m[1], pending_m[0], tie=pending_m[1])
+        for key, p in aside:
+            if p not in taken and res[p] & 2:
+                heap.push(p, key, tie=p)
         pool.restore()
+        self._ssd_plan = [q for _, _, q in pool.items[:pool.used]] or None
         for p, a in out:
-            self.drop_heap.discard(p)
-            self.move_heap.discard(p)
+            heap.discard(p)
             self._count(p, a, DRAM)
         return out
 
@@ -701,6 +661,11 @@ class GandalfPolicy(Policy):
         return ((fee + lvict + load) / sz, (fee, lvict, vbytes))
 
     def _select_ssd(self, need, now):
+        plan, self._ssd_plan = self._ssd_plan, None
+        if plan:
+            out = self._take_plan(plan, need)
+            if out:
+                return out
         st = self.st
         tent = self._Tent(st, SSD)
         self._begin()
@@ -751,10 +716,35 @@ class GandalfPolicy(Policy):
         self.c["ssd_evictions"] += len(out)
         return out
 
+    def _take_plan(self, plan, need):
+        """The SSD victims the last DRAM selection priced its moves against (L_vict), in the
+        order it consumed them, if they still free ``need`` bytes; else []."""
+        st = self.st
+        tent = self._Tent(st, SSD)
+        cur = st.cur
+        out = []
+        freed = 0
+        for p in plan:
+            if freed >= need:
+                break
+            if not st.res[p] & 4 or st.pin[p] == cur or p in tent.chosen:
+                continue
+            if not p & 1 and st.res[p] == 4 and not tent.may_drop_last(p >> 1):
+                continue
+            tent.choose(p, st.res[p] == 4 and not p & 1)
+            out.append((p, DROP))
+            freed += int(st.size[p])
+        if freed < need:
+            return []
+        for p, _ in out:
+            self.ssd_heap.discard(p)
+        self.c["ssd_evictions"] += len(out)
+        return out
+
     def counters(self):
         c = dict(self.c)
-        c["stale_pops"] = self.drop_heap.stale_pops + self.move_heap.stale_pops + self.ssd_heap.stale_pops
-        c["heap_rebuilds"] = self.drop_heap.rebuilds + self.move_heap.rebuilds + self.ssd_heap.rebuilds
+        c["stale_pops"] = self.cand.stale_pops + self.ssd_heap.stale_pops
+        c["heap_rebuilds"] = self.cand.rebuilds + self.ssd_heap.rebuilds
         c["states_checkpointed"] = self.n_ckpt
         c["states_demanded"] = self.n_demanded
         c["states_demanded_twice"] = self.n_demanded_twice
@@ -790,11 +780,21 @@ class _VictimPool:
                 continue
             if not p & 1 and st.res[p] == 4 and int(st.dany[p >> 1]) > 0:
                 continue            # last copy with resident descendants: back on a global-leaf event
-            self.popped.append((key, p))
             if st.pin[p] == cur:
+                self.popped.append((key, p))
                 continue
-            v = pol._ssd_value(p, self.now)
-            self.items.append((v, int(st.size[p]), p))
+            # stored keys are lower bounds (a hit raises a key): re-key lazily, as _select_ssd does,
+            # so the pool holds the truly cheapest victims
+            fresh = pol._ssd_key(p, self.now)
+            if fresh > key + _EPS * max(1.0, abs(key)):
+                nxt = pol.ssd_heap.peek()
+                if nxt is not None and fresh > nxt[0]:
+                    pol.ssd_heap.push(p, fresh, tie=p)
+                    continue
+            self.popped.append((fresh, p))
+            sz = int(st.size[p])
+            v = math.exp(fresh - self.now / pol.tau) * sz if fresh > -1e299 else 0.0
+            self.items.append((v, sz, p))
             return True
 
     def cost_of(self, short: int) -> tuple[float, int]:
