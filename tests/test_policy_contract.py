@@ -44,8 +44,6 @@ CASES = [(n, {}) for n in POLICIES] + [(n, p) for n in POLICIES for p in VARIANT
 CASE_IDS = [n + "".join(f"-{k}={v}" for k, v in p.items()) for n, p in CASES]
 # failures of policies owned elsewhere, reported to their owners; strict: a fix makes the marker fail
 KNOWN_FAILURES = {
-    ("atomic", "gandalf"): "gandalf (capacity_aware): an impossible select_victims call changes a later "
-                           "SSD eviction -- see test_gandalf_probe_reproducer",
 }
 
 
@@ -244,10 +242,10 @@ def test_lru_walker_sees_chunks_inserted_after_it_read_their_touch():
 
 
 @pytest.mark.skipif("gandalf" not in POLICIES, reason="gandalf not registered")
-@pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[("atomic", "gandalf")])
 def test_gandalf_probe_reproducer():
-    # HBM absent, DRAM and SSD of one unit each; with the probes, request 3's SSD selection evicts
-    # payload 4 instead of payload 2 and request 4 then misses chunk 2
+    # HBM absent, DRAM and SSD of one unit each; once a failed probe left re-keyed entries behind and
+    # request 3's SSD selection evicted
+    # payload 4 instead of payload 2 (failed selections are now undone through a journal)
     w = ([[2], [2, 1], [1], [3, 1], [1]], np.zeros(5), "gemma3_27b", "last", [0, 1, 1])
     tr, a = setup(w, "gandalf", {})
     _, b = setup(w, "gandalf", {})

@@ -14,15 +14,27 @@ from typing import Iterator
 
 
 class LazyHeap:
-    __slots__ = ("_h", "_ver", "_next", "stale_pops", "rebuilds", "slack")
+    __slots__ = ("_h", "_ver", "_key", "_next", "stale_pops", "rebuilds", "slack", "journal")
 
     def __init__(self, slack: int = 64):
         self._h: list[tuple[float, int, int, int]] = []   # (key, tie, item, version)
         self._ver: dict[int, int] = {}
+        self._key: dict[int, tuple[float, int]] = {}
         self._next = 0
         self.stale_pops = 0
         self.rebuilds = 0
         self.slack = slack
+        self.journal: list | None = None   # when a list: (item, previous key or None) per change
+
+    def undo(self) -> None:
+        """Revert every push, pop and discard recorded in ``journal`` since it was set; then stop
+        recording. Lets a caller make a tentative series of changes atomic."""
+        j, self.journal = self.journal, None
+        for item, old in reversed(j or ()):
+            if old is None:
+                self.discard(item)
+            else:
+                self.push(item, old[0], tie=old[1])
 
     def __len__(self) -> int:
         return len(self._ver)
@@ -36,16 +48,22 @@ class LazyHeap:
 
     def push(self, item: int, key: float, tie: int = 0) -> None:
         """Insert ``item`` or re-key it (its older entries become stale)."""
+        if self.journal is not None:
+            self.journal.append((item, self._key.get(item)))     # (key, tie) or None
         self._next += 1
         v = self._next
         self._ver[item] = v
+        self._key[item] = (key, tie)
         heapq.heappush(self._h, (key, tie, item, v))
         if len(self._h) > 2 * len(self._ver) + self.slack:
             self._rebuild()
 
     def discard(self, item: int) -> None:
         """Forget ``item`` (its entries become stale)."""
-        self._ver.pop(item, None)
+        if self._ver.pop(item, None) is not None:
+            old = self._key.pop(item)
+            if self.journal is not None:
+                self.journal.append((item, old))
 
     def _clean_top(self) -> None:
         h, ver = self._h, self._ver
@@ -68,15 +86,15 @@ class LazyHeap:
             return None
         k, t, i, _ = heapq.heappop(self._h)
         del self._ver[i]
+        del self._key[i]
+        if self.journal is not None:
+            self.journal.append((i, (k, t)))
         return k, t, i
 
     def key_of(self, item: int) -> float | None:
-        """The current key of ``item`` (O(n); for tests and debugging)."""
-        v = self._ver.get(item)
-        for k, _, i, vv in self._h:
-            if i == item and vv == v:
-                return k
-        return None
+        """The current key of ``item``, or None if it is not in the heap (O(1))."""
+        e = self._key.get(item)
+        return None if e is None else e[0]
 
     def items(self) -> Iterator[int]:
         return iter(self._ver)

@@ -234,10 +234,20 @@ class CacheState:
         if not len(anc):
             return
         par = int(anc[-1])
-        y = self.nearest_in_tier(c, BIT[t])
-        if y >= 0 and self.dcnt[t][y] == 0:
-            for li in self.listeners:
-                li.on_leaf(t, y)
+        # every ancestor of the parent counts the parent's descendants in t too: while the
+        # parent still has one there, no ancestor can have become a leaf (skips the lookup)
+        dc = self.dcnt[t]
+        if dc[par] == 0:
+            # climb while the ancestor is outside t and has no descendant left in t
+            bit = BIT[t]
+            res = self.res
+            parent = self.parent
+            y = par
+            while y >= 0 and not res[2 * y] & bit and dc[y] == 0:
+                y = int(parent[y])
+            if y >= 0 and res[2 * y] & bit and dc[y] == 0:
+                for li in self.listeners:
+                    li.on_leaf(t, y)
         if gone and self.dany[par] == 0 and self.res[2 * par]:
             for li in self.listeners:
                 li.on_global_leaf(par)

@@ -44,6 +44,7 @@ from ..errors import ConfigError
 from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, lru_select
 
 _INF = float("inf")
+_NAN = float("nan")
 _EPS = 1e-9
 _MAX_RESCORE = 8
 
@@ -97,6 +98,7 @@ class GandalfPolicy(Policy):
             raise ConfigError("policy.objective", f"must be dollars or chunks, got {objective!r}")
         self.objective = objective
         self.rpd_scale = _float(replays_per_day_scale, "policy.replays_per_day_scale")
+        self.r0T0 = self.r0 * self.T0
         self.c = {k: 0 for k in ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free",
                                  "admissions_rejected_by_fee", "ssd_evictions", "rescore_repushes")}
 
@@ -106,9 +108,12 @@ class GandalfPolicy(Policy):
         st = self.st
         n2 = len(st.res)
         U = n2 // 2
-        self.t_first = np.full(n2, np.nan)
-        self.t_last = np.full(n2, np.nan)
-        self.hits = np.zeros(n2, dtype=np.int64)
+        # per-payload statistics as Python lists: scalar reads are on the hot path
+        self.t_first = [_NAN] * n2
+        self.t_last = [_NAN] * n2
+        self.hits = [0] * n2
+        self.sz = [float(x) for x in st.size.tolist()]
+        self.dep = st.depth.tolist()
         self.ckpt_ever = np.zeros(U, dtype=bool)
         self.state_demands = np.zeros(U, dtype=np.int64)
         self.n_ckpt = 0
@@ -124,8 +129,8 @@ class GandalfPolicy(Policy):
         crc = model.prefill_flops_array((d - 1) * ct, d * ct) / rate        # node-seconds per chunk by depth
         if self.objective == "chunks":
             crc = np.full(maxd, float(crc[0]))
-        self.crc = np.concatenate([[0.0], crc])
-        self.crc_cum = np.cumsum(self.crc)
+        self.crc = [0.0] + crc.tolist()
+        self.crc_cum = np.cumsum(self.crc).tolist()
         self.host = hw.host_link_bytes_per_s
         self.ssd_read = hw.ssd_read_bytes_per_s
         self.ssd_lat = hw.ssd_read_latency_s
@@ -135,8 +140,9 @@ class GandalfPolicy(Policy):
         self.tbw = tbw
         self.warranty_s = hw.ssd.warranty_years * 365 * 86400.0
         self.has_ssd = st.cap[SSD] > 0
-        self.drop_heap = LazyHeap()
-        self.move_heap = LazyHeap()
+        self.fee_per_byte = self.alpha * self.cw * self.waf if self.alpha != _INF else _INF
+        self._ssd_plan = None
+        self.cand = LazyHeap()          # DRAM candidates: key = log(min(J_drop, J_move)/S) + t/τ
         self.ssd_heap = LazyHeap()
         self.t0 = None
         self.written = 0.0
@@ -156,11 +162,14 @@ class GandalfPolicy(Policy):
         m = len(path)
         if not m:
             return
-        fa = 2 * path
-        seen = ~np.isnan(self.t_first[fa])
-        self.hits[fa[seen]] += 1                 # a later request demanded it (policy-independent)
-        self.t_first[fa[~seen]] = now
-        self.t_last[fa] = now
+        tf, tl, hits = self.t_first, self.t_last, self.hits
+        for c in path.tolist():
+            p = 2 * c
+            if tf[p] == tf[p]:
+                hits[p] += 1                     # a later request demanded it (policy-independent)
+            else:
+                tf[p] = now
+            tl[p] = now
         # STATE demand: the deepest checkpoint position ever created on the path
         w = np.flatnonzero(self.ckpt_ever[path])
         if len(w):
@@ -183,9 +192,11 @@ class GandalfPolicy(Policy):
             new = ~self.ckpt_ever[cs]
             self.n_ckpt += int(new.sum())
             self.ckpt_ever[cs] = True
-            fresh = np.isnan(self.t_first[states])
-            self.t_first[states[fresh]] = now
-            self.t_last[states] = now
+            tf, tl = self.t_first, self.t_last
+            for q in states.tolist():
+                if tf[q] != tf[q]:
+                    tf[q] = now
+                tl[q] = now
 
     def on_enter(self, tier, p) -> None:
         st = self.st
@@ -201,16 +212,15 @@ class GandalfPolicy(Policy):
             if tier == DRAM and not p & 1 and self.has_ssd and not st.res[p] & 4:
                 self.ctx.request_ssd_admission(p)
             return
-        if tier == DRAM:
-            self._push_dram(p)
+        if tier == DRAM and (p & 1 or st.dcnt[DRAM][p >> 1] == 0):
+            self._push_cand(p)            # an FA chunk with DRAM descendants waits for its leaf event
         if st.res[p] & 4 and p not in self.ssd_heap:
             # its SSD copy is no longer the last one: evictable again
             self.ssd_heap.push(p, self._ssd_key(p, self.now), tie=p)
 
     def on_leave(self, tier, p) -> None:
         if tier == DRAM:
-            self.drop_heap.discard(p)
-            self.move_heap.discard(p)
+            self.cand.discard(p)
         elif tier == SSD:
             self.ssd_heap.discard(p)
 
@@ -218,19 +228,18 @@ class GandalfPolicy(Policy):
         if self.placement == "strict":
             return
         p = 2 * c
-        if tier == DRAM and self.st.res[p] & 2:
-            if p not in self.drop_heap:
-                self.drop_heap.push(p, self._drop_key(p), tie=p)
-            if self.has_ssd and p not in self.move_heap:
-                self.move_heap.push(p, self._move_key(p, self.now), tie=p)
+        if tier == DRAM and self.st.res[p] & 2 and p not in self.cand:
+            # an entry already there (pushed when a selection opened it up) keeps its key: keys
+            # are lower bounds that only rise, re-scored at pop
+            self._push_cand(p)
 
     def on_global_leaf(self, c) -> None:
         if self.placement == "strict":
             return
         p = 2 * c
         r = self.st.res[p]
-        if r & 2 and p not in self.drop_heap:
-            self.drop_heap.push(p, self._drop_key(p), tie=p)
+        if r & 2 and p not in self.cand and self.st.dcnt[DRAM][c] == 0:
+            self._push_cand(p)
         if r & 4 and p not in self.ssd_heap:
             self.ssd_heap.push(p, self._ssd_key(p, self.now), tie=p)
 
@@ -239,7 +248,7 @@ class GandalfPolicy(Policy):
         tl = self.t_last[p]
         if tl != tl:  # nan: never seen
             return self.r0
-        return (self.hits[p] + self.r0 * self.T0) / (tl - self.t_first[p] + self.T0)
+        return (self.hits[p] + self.r0T0) / (tl - self.t_first[p] + self.T0)
 
     def e_hits(self, p: int, now: float) -> float:
         tl = self.t_last[p]
@@ -263,9 +272,9 @@ class GandalfPolicy(Policy):
         """Recompute cost in node-seconds of losing payload ``p`` (STATE: back to the deepest ancestor state)."""
         st = self.st
         c = p >> 1
-        d = int(st.depth[c])
+        d = self.dep[c]
         if not p & 1:
-            return float(self.crc[d])
+            return self.crc[d]
         anc = st.ancestors(c)
         if len(anc):
             w = np.flatnonzero(st.res[2 * anc + 1])
@@ -286,7 +295,7 @@ class GandalfPolicy(Policy):
             return 0.0
         if self.alpha == _INF:
             return _INF
-        return self.alpha * self._cw(now) * self.waf * float(self.st.size[p])
+        return self.alpha * self._cw(now) * self.waf * self.sz[p]
 
     def _cw(self, now: float) -> float:
         if self.wear_price == "static" or self.tbw <= 0:
@@ -314,8 +323,16 @@ class GandalfPolicy(Policy):
     def _drop_key(self, p: int) -> float:
         """Time-invariant drop key: log(J_drop/S at time t_last) + t_last/τ (FA); STATE keys are
         re-scored at peek, so they use the same form at the current time."""
-        sz = float(self.st.size[p])
+        sz = self.sz[p]
         tl = self.t_last[p]
+        if not p & 1:
+            if tl != tl:
+                v = self.r0 * self.H * self.g * self.crc[self.dep[p >> 1]] / sz
+                tl = self.now
+            else:
+                v = ((self.hits[p] + self.r0T0) / (tl - self.t_first[p] + self.T0)
+                     * self.H * self.g * self.crc[self.dep[p >> 1]] / sz)
+            return (math.log(v) if v > 0 else -1e300) + tl / self.tau
         if tl != tl:
             tl = self.now
         v = self.e_hits(p, tl) * self.g * self.c_rc(p) / sz
@@ -324,7 +341,7 @@ class GandalfPolicy(Policy):
     def _ssd_value(self, p: int, now: float) -> float:
         """Expected loss of evicting ``p``'s SSD copy (≥ 0)."""
         st = self.st
-        sz = float(st.size[p])
+        sz = self.sz[p]
         loss = max(0.0, self.e_hits(p, now) * self.g * (self.c_rc(p) - self._ld_ssd(sz)))
         if st.res[p] != 4:          # not the last copy: at most the fee to write it again later
             fee = self.alpha * self.cw * self.waf * sz if self.alpha != _INF else loss
@@ -332,19 +349,78 @@ class GandalfPolicy(Policy):
         return loss
 
     def _ssd_key(self, p: int, now: float) -> float:
-        return self._ssd_value(p, now) / float(self.st.size[p])
+        """Time-invariant SSD-victim key: log(lost value per byte at t_last) + t_last/τ.
+
+        The lost value decays as exp(−(t − t_last)/τ), so, as for drop keys, the shared
+        −t/τ term never reorders entries. A copy that is not the last one is worth at most
+        the fee to write it again; a constant in absolute terms, that cap grows as e^{t/τ}
+        in this frame, so the key stored at push time is a lower bound of the current
+        key and lazy re-keying at pop stays exact."""
+        st = self.st
+        sz = self.sz[p]
+        tl = self.t_last[p]
+        if tl != tl:
+            tl = now
+        loss = max(0.0, self.e_hits(p, tl) * self.g * (self.c_rc(p) - self._ld_ssd(sz)))
+        key = (math.log(loss / sz) if loss > 0 else -1e300) + tl / self.tau
+        if st.res[p] != 4 and self.alpha != _INF:
+            fee = self.alpha * self.cw * self.waf * sz
+            cap = (math.log(fee / sz) if fee > 0 else -1e300) + now / self.tau
+            key = min(key, cap)
+        return key
 
     def _move_key(self, p: int, now: float) -> float:
-        sz = float(self.st.size[p])
-        fee = self._fee(p, now)
-        if fee == _INF:
+        sz = self.sz[p]
+        if self.st.res[p] & 4:
+            fee = 0.0
+        elif self.alpha == _INF:
             return _INF
-        return (fee + self.e_hits(p, now) * self.g * (self._ld_ssd(sz) - self._ld_dram(sz))) / sz
+        elif self.wear_price == "static":
+            fee = self.fee_per_byte * sz
+        else:
+            fee = self._fee(p, now)
+        if p & 1:
+            e = self.e_hits(p, now)
+        else:                                 # FA: e_hits inlined (hot path)
+            tl = self.t_last[p]
+            if tl != tl:
+                e = self.r0 * self.H
+            else:
+                e = ((self.hits[p] + self.r0T0) / (tl - self.t_first[p] + self.T0) * self.H
+                     * math.exp((tl - now) / self.tau))
+        # C_ld,S − C_ld,D = SSD latency + S / SSD read bandwidth
+        return (fee + e * self.g * (self.ssd_lat + sz / self.ssd_read)) / sz
 
-    def _push_dram(self, p: int) -> None:
-        self.drop_heap.push(p, self._drop_key(p), tie=p)
-        if self.has_ssd:
-            self.move_heap.push(p, self._move_key(p, self.now), tie=p)
+    def _cand_key(self, p: int, now: float) -> float:
+        """A lower bound, now and later, of log(min(J_drop, J_move)/S) + t/τ.
+
+        In this frame (costs times e^{t/τ}) the drop cost is constant between touches, the
+        load part of J_move too, and its write fee grows; L_vict ≥ 0 is left out (it needs
+        the SSD's state at selection time). So a stored key never exceeds the candidate's
+        current one and lazy re-keying at pop stays exact (a touch only raises it)."""
+        jd = self._drop_key(p)
+        if not self.has_ssd:
+            return jd
+        jm = self._move_key(p, now)
+        jm = (math.log(jm) if jm > 0 else -1e300) + now / self.tau if jm != _INF else _INF
+        return jd if jd < jm else jm
+
+    def _push_cand(self, p: int) -> None:
+        self.cand.push(p, self._cand_key(p, self.now), tie=p)
+
+    # -- heap changes during a selection are journaled (LazyHeap.journal), so a selection that
+    #    cannot free enough undoes every pop, re-key and push it made (select_victims is atomic)
+    def _begin(self):
+        self.cand.journal = []
+        self.ssd_heap.journal = []
+
+    def _commit(self):
+        self.cand.journal = None
+        self.ssd_heap.journal = None
+
+    def _undo(self):
+        self.cand.undo()
+        self.ssd_heap.undo()
 
     # ------------------------------------------------------------------ decisions
     def select_victims(self, tier, bytes_needed, now):
@@ -395,19 +471,40 @@ class GandalfPolicy(Policy):
             return d == 0 or d == self.cred_any.get(c, 0)
 
         def choose(self, p, drop_last):
+            """Record ``p`` as chosen; returns ``(y, par)``: the nearest ancestor in this tier,
+            if the choice credited it, and the parent (−1 if none).
+
+            Credits climb through ancestors outside the tier only once such an ancestor has
+            every one of its descendants in the tier chosen (then the whole count moves up),
+            so an ancestor in the tier is a tentative leaf exactly when its credit equals its
+            count, without a search for the nearest ancestor in the tier."""
             self.chosen.add(p)
             if p & 1:
-                return
+                return -1, -1
             st = self.st
             c = p >> 1
             par = int(st.parent[c])
             if par < 0:
-                return
-            y = st.nearest_in_tier(c, self.bit)
-            if y >= 0:
-                self.cred[y] = self.cred.get(y, 0) + 1 + int(self.dcnt[c])
+                return -1, -1
             if drop_last:
                 self.cred_any[par] = self.cred_any.get(par, 0) + 1 + int(st.dany[c])
+            dcnt = self.dcnt
+            cred = self.cred
+            res = st.res
+            bit = self.bit
+            parent = st.parent
+            k = 1 + int(dcnt[c])
+            x = par
+            while x >= 0:
+                v = cred.get(x, 0) + k
+                cred[x] = v
+                if res[2 * x] & bit:
+                    return x, par
+                if v != dcnt[x]:
+                    return -1, par
+                k = v
+                x = int(parent[x])
+            return -1, par
 
     def _drop_ok(self, p, tent):
         """True, "later" (blocked only by this selection), or False (not in the DropSet now)."""
@@ -440,127 +537,114 @@ class GandalfPolicy(Policy):
                 return "later"
         return True
 
-    def _peek_valid(self, heap, ok, tent, aside, rescore):
-        """Pop until the top is a valid candidate; return its (fresh key, p), popped.
-
-        Invalid or ineligible entries go to ``aside`` (restored by the caller). A valid
-        entry whose fresh key drifted above the next key is re-pushed and the next one
-        tried, at most 8 times; then the current one is taken."""
+    def _open_up(self, y, tent):
+        """Chunk ``y`` may have become a DRAM leaf through this selection's choices: make it a
+        candidate (it left the heap, or never was in it, while it had DRAM descendants).
+        Returns the key pushed, or None."""
         st = self.st
-        cur = st.cur
-        tries = 0
-        while True:
-            e = heap.pop()
-            if e is None:
-                return None
-            key, tie, p = e
-            if not st.res[p] & 2:
-                continue
-            if st.pin[p] == cur or p in tent.chosen:
-                aside.append((key, p))
-                continue
-            verdict = ok(p, tent)
-            if verdict is not True:
-                if verdict == "later":        # ineligible only because of this selection's choices
-                    aside.append((key, p))
-                continue                      # structurally ineligible: back on a leaf event
-            fresh = rescore(p)
-            if tries < _MAX_RESCORE and fresh > key + _EPS * max(1.0, abs(key)):
-                nxt = heap.peek()
-                if nxt is not None and fresh > nxt[0]:
-                    tries += 1
-                    self.c["rescore_repushes"] += 1
-                    heap.push(p, fresh, tie=p)
-                    continue
-            return fresh, p
+        q = 2 * y
+        if q in self.cand or not st.res[q] & 2 or st.pin[q] == st.cur or q in tent.chosen \
+                or not tent.leaf(y):
+            return None
+        k = self._cand_key(q, self.now)
+        self.cand.push(q, k, tie=q)
+        return k
 
     def _select_dram(self, need, now):
+        """Free ``need`` DRAM bytes: repeatedly take the candidate whose cheaper action (drop or
+        move) costs least per byte freed (policies.md §2.5), with the SSD as tentatively
+        changed by the moves already taken. Atomic: a selection that cannot free enough
+        undoes every heap change it made."""
         st = self.st
+        heap = self.cand
         tent = self._Tent(st, DRAM)
+        self._begin()
         out = []
         freed = 0
-        aside_d, aside_m = [], []
-        pending_d = pending_m = None
+        aside = []
         ssd_free = st.cap[SSD] - st.used[SSD]
         pool = _VictimPool(self, now)
         tnow = now / self.tau
+        has_ssd = self.has_ssd
+        res = st.res
+        pin = st.pin
+        cur = st.cur
+        sz_of = self.sz
+        counts = dict(self.c)
+        tries = 0
         while freed < need:
-            if pending_d is None:
-                pending_d = self._peek_valid(self.drop_heap, self._drop_ok, tent, aside_d,
-                                             lambda p: self._drop_key(p))
-            if pending_m is None and self.has_ssd:
-                pending_m = self._peek_valid(self.move_heap, self._move_ok, tent, aside_m,
-                                             lambda p: self._move_key(p, now))
-            # the same payload may top both heaps: resolve by comparing its own two costs
-            if pending_d is None and pending_m is None:
+            e = heap.pop()
+            if e is None:
                 break
-            d_cost = None
-            if pending_d is not None:
-                dk, dp = pending_d
-                d_cost = math.exp(dk - tnow) if dk > -1e299 else 0.0       # J_drop / S now
-            m_cost = None
-            m_plan = None
-            if pending_m is not None:
-                mk, mp = pending_m
-                m_cost, m_plan = self._move_cost(mp, now, pool, ssd_free)
-            take_move = False
-            if m_cost is not None and m_cost != _INF:
-                free_move = m_plan[0] == 0.0 and m_plan[1] == 0.0           # no fee, no victims
-                if free_move or d_cost is None or m_cost < d_cost:
-                    take_move = True
-            if take_move:
-                p = pending_m[1]
-                fee, lvict, vbytes = m_plan
-                if not st.res[p] & 4:
-                    ssd_free -= int(st.size[p])
-                    pool.consume(vbytes)
-                    ssd_free += vbytes
-                tent.choose(p, False)
+            key, _, p = e
+            if not res[p] & 2:
+                continue
+            if pin[p] == cur or p in tent.chosen:
+                aside.append((key, p))
+                continue
+            dok = self._drop_ok(p, tent)
+            mok = self._move_ok(p, tent) if has_ssd else False
+            if dok is not True and mok is not True:
+                if dok == "later" or mok == "later":
+                    aside.append((key, p))     # ineligible only because of this selection's choices
+                continue                       # structurally ineligible: back on a leaf event
+            sz = sz_of[p]
+            jd = math.exp(self._drop_key(p) - tnow) if dok is True else _INF      # J_drop / S now
+            jm = plan = None
+            if mok is True:
+                jm, plan = self._move_cost(p, now, pool, ssd_free)
+            free_move = jm is not None and jm != _INF and plan[0] == 0.0 and plan[1] == 0.0
+            best = jd if jm is None or jd <= jm else jm
+            if not free_move and tries < _MAX_RESCORE:
+                fresh = (math.log(best) if best > 0 else -1e300) + tnow if best != _INF else _INF
+                if fresh > key + _EPS * max(1.0, abs(key)):
+                    nxt = heap.peek()
+                    if nxt is not None and fresh > nxt[0]:
+                        tries += 1
+                        self.c["rescore_repushes"] += 1
+                        heap.push(p, fresh, tie=p)
+                        continue
+            tries = 0
+            if best == _INF and not free_move:
+                if dok == "later":             # the drop may open up later in this selection
+                    aside.append((key, p))
+                continue                       # neither action possible now (α = ∞, no copy; no drop)
+            if free_move or (jm is not None and jm < jd):
+                if not res[p] & 4:
+                    ssd_free -= int(sz)
+                    pool.consume(plan[2])
+                    ssd_free += plan[2]
+                y, _ = tent.choose(p, False)
                 out.append((p, DEMOTE))
-                freed += int(st.size[p])
-                pending_m = None
-                if pending_d is not None and pending_d[1] == p:
-                    pending_d = None
             else:
-                if pending_d is None:
-                    break
-                p = pending_d[1]
-                if m_cost is not None and m_plan is not None and m_plan[0] > 0:
+                if plan is not None and plan[0] > 0:
                     self.c["admissions_rejected_by_fee"] += 1      # a paid write was declined
-                last = int(st.res[p]) == 2
-                tent.choose(p, last and not p & 1)
+                y, _ = tent.choose(p, res[p] == 2 and not p & 1)
                 out.append((p, DROP))
-                freed += int(st.size[p])
-                pending_d = None
-                if pending_m is not None and pending_m[1] == p:
-                    pending_m = None
-        # restore what was popped but not taken
-        taken = {p for p, _ in out}
-        for key, p in aside_d:
-            if p not in taken and st.res[p] & 2:
-                self.drop_heap.push(p, key, tie=p)
-        for key, p in aside_m:
-            if p not in taken and st.res[p] & 2:
-                self.move_heap.push(p, key, tie=p)
-        if pending_d is not None and pending_d[1] not in taken:
-            self.drop_heap.push(pending_d[1], pending_d[0], tie=pending_d[1])
-        if pending_m is not None and pending_m[1] not in taken:
-            self.move_heap.push(pending_m[1], pending_m[0], tie=pending_m[1])
-        pool.restore()
+            freed += int(sz)
+            if y >= 0:
+                self._open_up(y, tent)
         if freed < need:
-            for p, _ in out:
-                self._push_dram(p)
+            self._undo()
+            self.c.update(counts)          # a failed selection decided nothing
+            st.shortfall = need - freed    # lets the node trim the right amount in one step
             return []
+        self._commit()
+        taken = {p for p, _ in out}
+        for key, p in aside:
+            if p not in taken and res[p] & 2:
+                heap.push(p, key, tie=p)
+        pool.restore()
+        self._ssd_plan = [q for _, _, q in pool.items[:pool.used]] or None
         for p, a in out:
-            self.drop_heap.discard(p)
-            self.move_heap.discard(p)
+            heap.discard(p)
             self._count(p, a, DRAM)
         return out
 
     def _move_cost(self, p, now, pool, ssd_free):
         """(J_move/S, (fee, L_vict, victim bytes)) with the SSD as tentatively changed by this selection."""
         st = self.st
-        sz = float(st.size[p])
+        sz = self.sz[p]
         e = self.e_hits(p, now)
         load = e * self.g * (self._ld_ssd(sz) - self._ld_dram(sz))
         if st.res[p] & 4:
@@ -577,14 +661,22 @@ class GandalfPolicy(Policy):
         return ((fee + lvict + load) / sz, (fee, lvict, vbytes))
 
     def _select_ssd(self, need, now):
+        plan, self._ssd_plan = self._ssd_plan, None
+        if plan:
+            out = self._take_plan(plan, need)
+            if out:
+                return out
         st = self.st
         tent = self._Tent(st, SSD)
+        self._begin()
+        heap = self.ssd_heap
         out = []
         freed = 0
         aside = []
         cur = st.cur
+        counts = dict(self.c)
         while freed < need:
-            e = self.ssd_heap.pop()
+            e = heap.pop()
             if e is None:
                 break
             key, _, p = e
@@ -596,32 +688,63 @@ class GandalfPolicy(Policy):
                 if tent.cred_any.get(p >> 1):
                     aside.append((key, p))       # blocked only by this selection's own choices
                 continue                          # not evictable now: back on a global-leaf event
-
             fresh = self._ssd_key(p, now)
-            nxt = self.ssd_heap.peek()
+            nxt = heap.peek()
             if fresh > key + _EPS * max(1.0, abs(key)) and nxt is not None and fresh > nxt[0]:
                 self.c["rescore_repushes"] += 1
-                self.ssd_heap.push(p, fresh, tie=p)
+                heap.push(p, fresh, tie=p)
+                continue
+            _, par = tent.choose(p, st.res[p] == 4 and not p & 1)
+            out.append((p, DROP))
+            freed += int(st.size[p])
+            if par >= 0:
+                # the parent's last copy may have become droppable through this choice
+                q = 2 * par
+                if st.res[q] == 4 and q not in heap and st.pin[q] != cur and tent.may_drop_last(par):
+                    heap.push(q, self._ssd_key(q, now), tie=q)
+        if freed < need:
+            self._undo()
+            self.c.update(counts)          # a failed selection decided nothing
+            return []
+        self._commit()
+        taken = {p for p, _ in out}
+        for key, p in aside:
+            if p not in taken:
+                heap.push(p, key, tie=p)
+        for p, _ in out:
+            heap.discard(p)
+        self.c["ssd_evictions"] += len(out)
+        return out
+
+    def _take_plan(self, plan, need):
+        """The SSD victims the last DRAM selection priced its moves against (L_vict), in the
+        order it consumed them, if they still free ``need`` bytes; else []."""
+        st = self.st
+        tent = self._Tent(st, SSD)
+        cur = st.cur
+        out = []
+        freed = 0
+        for p in plan:
+            if freed >= need:
+                break
+            if not st.res[p] & 4 or st.pin[p] == cur or p in tent.chosen:
+                continue
+            if not p & 1 and st.res[p] == 4 and not tent.may_drop_last(p >> 1):
                 continue
             tent.choose(p, st.res[p] == 4 and not p & 1)
             out.append((p, DROP))
-            aside.append((fresh, p))
             freed += int(st.size[p])
-        taken = {p for p, _ in out}
         if freed < need:
-            for key, p in aside:
-                self.ssd_heap.push(p, key, tie=p)
             return []
-        for key, p in aside:
-            if p not in taken:
-                self.ssd_heap.push(p, key, tie=p)
+        for p, _ in out:
+            self.ssd_heap.discard(p)
         self.c["ssd_evictions"] += len(out)
         return out
 
     def counters(self):
         c = dict(self.c)
-        c["stale_pops"] = self.drop_heap.stale_pops + self.move_heap.stale_pops + self.ssd_heap.stale_pops
-        c["heap_rebuilds"] = self.drop_heap.rebuilds + self.move_heap.rebuilds + self.ssd_heap.rebuilds
+        c["stale_pops"] = self.cand.stale_pops + self.ssd_heap.stale_pops
+        c["heap_rebuilds"] = self.cand.rebuilds + self.ssd_heap.rebuilds
         c["states_checkpointed"] = self.n_ckpt
         c["states_demanded"] = self.n_demanded
         c["states_demanded_twice"] = self.n_demanded_twice
@@ -657,11 +780,21 @@ class _VictimPool:
                 continue
             if not p & 1 and st.res[p] == 4 and int(st.dany[p >> 1]) > 0:
                 continue            # last copy with resident descendants: back on a global-leaf event
-            self.popped.append((key, p))
             if st.pin[p] == cur:
+                self.popped.append((key, p))
                 continue
-            v = pol._ssd_value(p, self.now)
-            self.items.append((v, int(st.size[p]), p))
+            # stored keys are lower bounds (a hit raises a key): re-key lazily, as _select_ssd does,
+            # so the pool holds the truly cheapest victims
+            fresh = pol._ssd_key(p, self.now)
+            if fresh > key + _EPS * max(1.0, abs(key)):
+                nxt = pol.ssd_heap.peek()
+                if nxt is not None and fresh > nxt[0]:
+                    pol.ssd_heap.push(p, fresh, tie=p)
+                    continue
+            self.popped.append((fresh, p))
+            sz = int(st.size[p])
+            v = math.exp(fresh - self.now / pol.tau) * sz if fresh > -1e299 else 0.0
+            self.items.append((v, sz, p))
             return True
 
     def cost_of(self, short: int) -> tuple[float, int]:
