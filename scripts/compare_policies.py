@@ -41,6 +41,56 @@ def working_set(overrides) -> int:
     return int(trace_statistics(table, chunk_tokens=ct, model=cfg.model)["working_set_bytes"])
 
 
+_TRACE = None
+_BASE = None
+
+
+def _init(base):
+    global _TRACE, _BASE
+    _BASE = base
+    _TRACE, _, _ = prepare(SimConfig.from_mapping(cluster_sim.compose(base)))
+
+
+def _run(spec):
+    name, _, params = spec.partition(":")
+    ov = [f"policy={name}"] + [p for p in params.split(",") if p]
+    t = time.perf_counter()
+    try:
+        s = cluster_sim.run(cluster_sim.compose(_BASE + ov), trace=_TRACE, write=False)
+    except Exception as e:  # noqa: BLE001 - keep the table going
+        return spec, None, f"failed: {e}", 0.0
+    label = spec
+    return spec, dict(s.fleet), label, time.perf_counter() - t
+
+
+def row(label, f, secs):
+    return (f"{label[:34]:34s} {f['ssd_lifetime_years']:8.3f} {f['chunk_miss_ratio']:7.4f} "
+            f"{f['miss_ratio_floor']:7.4f} {f['ssd_bytes_written_fa'] / 1e9:9.1f} "
+            f"{f['ssd_bytes_written_state'] / 1e9:9.1f} {f['ssd_write_hit_fraction']:6.3f} "
+            f"{f['ssd_write_hit_fraction_fa']:6.3f} {f['ssd_write_hit_fraction_state']:6.3f} "
+            f"{f['hits_hbm_fa']:>7,}/{f['hits_dram_fa']:>7,}/{f['hits_ssd_fa']:>6,} "
+            f"{f['hits_dram_state']:>8,}/{f['hits_ssd_state']:>7,} {f['sim_chunk_refs_per_s']:9,.0f}"
+            f"   ({secs:.1f} s)")
+
+
+def iso_miss(results, slack=0.01):
+    """For every gandalf row: its lifetime over that of the longest-lived baseline (not gandalf,
+    not the oracle) whose chunk miss ratio is at most gandalf's + ``slack``."""
+    base = [(lab, f) for lab, f in results if not lab.startswith("gandalf") and not lab.startswith("oracle")]
+    out = []
+    for lab, f in results:
+        if not lab.startswith("gandalf"):
+            continue
+        ok = [(b, g) for b, g in base if g["chunk_miss_ratio"] <= f["chunk_miss_ratio"] + slack]
+        if not ok:
+            out.append((lab, f, None, None))
+            continue
+        b, g = max(ok, key=lambda x: x[1]["ssd_lifetime_years"])
+        ratio = f["ssd_lifetime_years"] / g["ssd_lifetime_years"] if g["ssd_lifetime_years"] > 0 else float("inf")
+        out.append((lab, f, b, ratio))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", default="default")
@@ -54,6 +104,7 @@ def main():
     ap.add_argument("--policies", nargs="*", default=None,
                     help="names, or name:key=value,key=value for parameters (default: every registered policy)")
     ap.add_argument("--set", nargs="*", default=[], help="extra Hydra overrides for every run")
+    ap.add_argument("--jobs", type=int, default=1, help="runs in parallel (processes)")
     args = ap.parse_args()
     base = [f"workload={args.workload}", f"model={args.model}", f"cache.chunk_tokens={args.chunk_tokens}",
             f"hardware={args.hardware}", f"hardware.hbm_cache_bytes={args.hbm}", *args.set]
@@ -69,31 +120,40 @@ def main():
         ssd = int(dram * args.ssd_over_dram)
         base += [f"hardware.dram_bytes={dram}", f"hardware.ssd_bytes={ssd}"]
         print(f"working set W = {w / 1e9:.1f} GB -> DRAM {dram / 1e9:.2f} GB, SSD {ssd / 1e9:.1f} GB")
-    cfg0 = SimConfig.from_mapping(cluster_sim.compose(base))
-    trace, _, _ = prepare(cfg0)
+    print("overrides:", " ".join(base))
     specs = args.policies or known_policies()
     head = (f"{'policy':34s} {'life_y':>8s} {'miss':>7s} {'floor':>7s} {'wr_FA_GB':>9s} {'wr_ST_GB':>9s} "
             f"{'whit':>6s} {'whitFA':>6s} {'whitST':>6s} {'hits hbm/dram/ssd FA':>22s} {'hits dram/ssd ST':>17s} "
             f"{'refs/s':>9s}")
-    print(head)
-    for spec in specs:
-        name, _, params = spec.partition(":")
-        ov = [f"policy={name}"] + [p for p in params.split(",") if p]
-        t = time.perf_counter()
-        try:
-            s = cluster_sim.run(cluster_sim.compose(base + ov), trace=trace, write=False)
-        except Exception as e:  # noqa: BLE001 - keep the table going
-            print(f"{spec:34s} failed: {e}")
-            continue
-        f = s.fleet
-        label = s.run["policy_label"] if params else name
-        print(f"{label[:34]:34s} {f['ssd_lifetime_years']:8.2f} {f['chunk_miss_ratio']:7.4f} "
-              f"{f['miss_ratio_floor']:7.4f} {f['ssd_bytes_written_fa'] / 1e9:9.1f} "
-              f"{f['ssd_bytes_written_state'] / 1e9:9.1f} {f['ssd_write_hit_fraction']:6.3f} "
-              f"{f['ssd_write_hit_fraction_fa']:6.3f} {f['ssd_write_hit_fraction_state']:6.3f} "
-              f"{f['hits_hbm_fa']:>7,}/{f['hits_dram_fa']:>7,}/{f['hits_ssd_fa']:>6,} "
-              f"{f['hits_dram_state']:>8,}/{f['hits_ssd_state']:>7,} {f['sim_chunk_refs_per_s']:9,.0f}"
-              f"   ({time.perf_counter() - t:.1f} s)")
+    print(head, flush=True)
+    results = []
+    if args.jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(base,)) as ex:
+            for spec, f, label, secs in ex.map(_run, specs):
+                print(row(label, f, secs) if f else f"{spec:34s} {label}", flush=True)
+                if f:
+                    results.append((label, f))
+    else:
+        _init(base)
+        for spec in specs:
+            spec, f, label, secs = _run(spec)
+            print(row(label, f, secs) if f else f"{spec:34s} {label}", flush=True)
+            if f:
+                results.append((label, f))
+    iso = iso_miss(results)
+    if iso:
+        print("\nlifetime ratio at iso-miss (gandalf over the longest-lived baseline with miss <= gandalf's + 0.01):")
+        for lab, f, b, ratio in iso:
+            if b is None:
+                print(f"  {lab[:40]:40s} miss {f['chunk_miss_ratio']:.4f}: no baseline within +0.01")
+            else:
+                print(f"  {lab[:40]:40s} miss {f['chunk_miss_ratio']:.4f} life {f['ssd_lifetime_years']:.3f} y "
+                      f"vs {b[:30]} -> {ratio:.2f}x")
+        best = max((x for x in iso if x[3] is not None), key=lambda x: x[3], default=None)
+        if best:
+            print(f"best: {best[0]} at {best[3]:.2f}x")
 
 
 if __name__ == "__main__":

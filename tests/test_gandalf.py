@@ -145,3 +145,22 @@ def test_bad_parameters_name_the_key(bad, key):
     from cluster_sim.policies.base import make_policy
     with pytest.raises(ConfigError, match=key):
         make_policy("gandalf", bad)
+
+
+def test_population_reuse_estimate_by_hand():
+    # policy.reuse=population: P(an FA chunk is touched again within H | earlier touches), over
+    # references whose window has closed. H = τ = 100 s. A is touched at 0 and 10 (the first
+    # touch is reused within H), B once at 20; the request at 500 closes all three windows:
+    # bucket 0 (first touches): 2 references, 1 reused -> (1+1)/(2+2); bucket 1: 1, 0 -> 1/3
+    A, B, C = 1, 2, 3
+    node, recs, ids = run_paths([[A], [A], [B], [C]], [0.0, 10.0, 20.0, 500.0], dram="1TB",
+                                reuse="population", tau_s=100)
+    pol = node.policy
+    assert pol.pop_n[:2] == [2, 1] and pol.pop_r[:2] == [1, 0]
+    assert pol.pop_p[0] == pytest.approx(0.5) and pol.pop_p[1] == pytest.approx(1 / 3)
+    a = 2 * ids[(A,)]
+    # A's last touch had one earlier touch: E_hits at its last touch is P(bucket 1), then decays
+    assert pol.e_hits(a, 10.0) == pytest.approx(1 / 3)
+    assert pol.e_hits(a, 110.0) == pytest.approx(math.exp(-1) / 3)
+    with pytest.raises(cluster_sim.errors.ConfigError, match="policy.reuse"):
+        run_paths([[A]], [0.0], dram="1TB", reuse="oracle")

@@ -60,3 +60,29 @@ def test_counters():
     assert h.rebuilds >= 1
     assert h.pop()[2] == 9 and h.stale_pops == 0
     assert len(h) == 9
+
+
+@given(ops, ops)
+def test_journal_undo_restores_the_heap_exactly(before, during):
+    # a caller (Gandalf's selections) records a tentative series of changes and undoes it when the
+    # selection fails: afterwards the heap must hold the same items with the same keys and pop in
+    # the same order as a heap that never saw them
+    def apply(h, seq):
+        for op, item, key in seq:
+            if op == "push":
+                h.push(item, key, tie=item)
+            elif op == "discard":
+                h.discard(item)
+            else:
+                h.pop()
+
+    a, b = LazyHeap(slack=8), LazyHeap(slack=8)
+    apply(a, before)
+    apply(b, before)
+    b.journal = []
+    apply(b, during)
+    b.undo()
+    assert b.journal is None
+    assert sorted(a.items()) == sorted(b.items())
+    assert all(a.key_of(i) == b.key_of(i) for i in a.items())
+    assert [a.pop() for _ in range(len(a))] == [b.pop() for _ in range(len(b))]

@@ -35,6 +35,7 @@ re-scored at peek, re-pushed if they drifted up, at most 8 times.
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import numpy as np
 
@@ -45,6 +46,7 @@ from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, lru_select
 
 _INF = float("inf")
 _NAN = float("nan")
+_BUCKETS = 6          # reuse=population: earlier touches 0, 1, ..., 5, 6+
 _EPS = 1e-9
 _MAX_RESCORE = 8
 
@@ -67,7 +69,7 @@ class GandalfPolicy(Policy):
 
     def __init__(self, alpha=1.0, placement="capacity_aware", tau_s=600.0, horizon_s=None, prior_rate=None,
                  prior_window_s=None, wear_price="static", victim_loss="exact", victim_peek=64, moveset="any",
-                 objective="dollars", replays_per_day_scale=1.0, **unknown):
+                 objective="dollars", reuse="rate", replays_per_day_scale=1.0, **unknown):
         if unknown:
             raise ConfigError(f"policy.{next(iter(unknown))}", "unknown parameter for policy 'gandalf'")
         self.alpha = _float(alpha, "policy.alpha")
@@ -97,6 +99,9 @@ class GandalfPolicy(Policy):
         if objective not in ("dollars", "chunks"):
             raise ConfigError("policy.objective", f"must be dollars or chunks, got {objective!r}")
         self.objective = objective
+        if reuse not in ("rate", "population"):
+            raise ConfigError("policy.reuse", f"must be rate or population, got {reuse!r}")
+        self.reuse = reuse
         self.rpd_scale = _float(replays_per_day_scale, "policy.replays_per_day_scale")
         self.r0T0 = self.r0 * self.T0
         self.c = {k: 0 for k in ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free",
@@ -149,6 +154,13 @@ class GandalfPolicy(Policy):
         self.write_rate = 0.0
         self.rate_t = None
         self.now = 0.0
+        # reuse=population: P(an FA chunk is touched again within H | touches so far), by bucket
+        # of earlier touches, over references whose window has closed (policy-independent)
+        self.pop_n = [0] * (_BUCKETS + 1)
+        self.pop_r = [0] * (_BUCKETS + 1)
+        self.pop_p = [0.5] * (_BUCKETS + 1)
+        self._refs = deque()       # (t, bucket) of references still inside their window
+        self._reuses = deque()     # (t of the reused reference, bucket) inside their window
         if self.placement == "strict":
             self.walk_dram = st.new_lru(DRAM)
             self.walk_ssd = st.new_lru(SSD)
@@ -163,6 +175,8 @@ class GandalfPolicy(Policy):
         if not m:
             return
         tf, tl, hits = self.t_first, self.t_last, self.hits
+        if self.reuse == "population":
+            self._population(path, now)
         for c in path.tolist():
             p = 2 * c
             if tf[p] == tf[p]:
@@ -184,6 +198,39 @@ class GandalfPolicy(Policy):
             if k >= 1:
                 self.hits[q] += 1
             self.t_last[q] = now
+
+    def _population(self, path, now) -> None:
+        """Resolve references whose window H closed; record this request's references."""
+        H = self.H
+        tf, tl, hits = self.t_first, self.t_last, self.hits
+        refs, reuses = self._refs, self._reuses
+        for c in path.tolist():
+            p = 2 * c
+            seen = tf[p] == tf[p]
+            b = min(hits[p] + 1, _BUCKETS) if seen else 0
+            if seen and now - tl[p] <= H:
+                reuses.append((tl[p], min(hits[p], _BUCKETS)))
+            refs.append((now, b))
+        changed = False
+        while refs and refs[0][0] + H < now:
+            _, b = refs.popleft()
+            self.pop_n[b] += 1
+            changed = True
+        while reuses and reuses[0][0] + H < now:
+            _, b = reuses.popleft()
+            self.pop_r[b] += 1
+        if changed:
+            self.pop_p = [(r + 1.0) / (n + 2.0) for r, n in zip(self.pop_r, self.pop_n)]
+
+    def _fa_e0(self, p: int, tl: float) -> float:
+        """E_hits of FA payload ``p`` at its last touch ``tl`` (before decay)."""
+        if self.reuse == "population":
+            if tl != tl:
+                return self.pop_p[0]
+            return self.pop_p[min(self.hits[p], _BUCKETS)]
+        if tl != tl:
+            return self.r0 * self.H
+        return (self.hits[p] + self.r0T0) / (tl - self.t_first[p] + self.T0) * self.H
 
     def on_insert(self, payloads, now) -> None:
         states = payloads[(payloads & 1) == 1]
@@ -256,7 +303,7 @@ class GandalfPolicy(Policy):
             tl = now
         decay = math.exp(-(now - tl) / self.tau)
         if not p & 1:
-            return self._rate(p) * self.H * decay
+            return self._fa_e0(p, self.t_last[p]) * decay
         c = p >> 1
         k = int(self.state_demands[c])
         if k == 0:
@@ -326,12 +373,9 @@ class GandalfPolicy(Policy):
         sz = self.sz[p]
         tl = self.t_last[p]
         if not p & 1:
+            v = self._fa_e0(p, tl) * self.g * self.crc[self.dep[p >> 1]] / sz
             if tl != tl:
-                v = self.r0 * self.H * self.g * self.crc[self.dep[p >> 1]] / sz
                 tl = self.now
-            else:
-                v = ((self.hits[p] + self.r0T0) / (tl - self.t_first[p] + self.T0)
-                     * self.H * self.g * self.crc[self.dep[p >> 1]] / sz)
             return (math.log(v) if v > 0 else -1e300) + tl / self.tau
         if tl != tl:
             tl = self.now
@@ -383,11 +427,9 @@ class GandalfPolicy(Policy):
             e = self.e_hits(p, now)
         else:                                 # FA: e_hits inlined (hot path)
             tl = self.t_last[p]
-            if tl != tl:
-                e = self.r0 * self.H
-            else:
-                e = ((self.hits[p] + self.r0T0) / (tl - self.t_first[p] + self.T0) * self.H
-                     * math.exp((tl - now) / self.tau))
+            e = self._fa_e0(p, tl)
+            if tl == tl:
+                e *= math.exp((tl - now) / self.tau)
         # C_ld,S − C_ld,D = SSD latency + S / SSD read bandwidth
         return (fee + e * self.g * (self.ssd_lat + sz / self.ssd_read)) / sz
 
