@@ -132,6 +132,28 @@ def test_lru3_needs_three_references_and_lru1_writes_every_victim():
     assert len(rec.dram_victims) == 2
 
 
+def test_lru_k_ghosts_are_bounded_by_the_cache_not_by_what_the_filter_let_in():
+    """Chunk 1 comes back after ten one-off chunks went through a DRAM of one chunk (the SSD, 100
+    chunks, is empty: nothing had two references), then chunk 20 pushes it out. Its ghost history
+    must survive the ten: the ghosts are bounded by the cache's capacity (101 chunks), not by the
+    one resident payload -- which let the filter
+    starve itself (no admission -> empty SSD -> ghosts cover only the DRAM's turnover). With
+    ``ghost=0`` nothing is remembered and nothing is written."""
+    m = load_model(LLAMA)
+    F = m.fa_bytes(256)
+    paths = [[1]] + [[n] for n in range(10, 20)] + [[1], [20]]
+    tr = trace_from_paths(paths)
+    out = {}
+    for ghost in (1.0, 0.0):
+        node = make_node(tr, m, policy="lru_k", policy_params={"k": 2, "ghost": ghost},
+                         dram_bytes=F, ssd_bytes=100 * F)
+        rec = Recorder(node)
+        rec.run(tr)
+        out[ghost] = (fa_names(tr, paths, rec.writes), rec.counters()["ghost_hits"])
+    assert out[1.0] == ([1], 1)
+    assert out[0.0] == ([], 0)
+
+
 @st.composite
 def fa_workloads(draw, max_len=6):
     n = draw(st.integers(5, 60))

@@ -20,7 +20,12 @@ correlated span (``HIST(p, i) = HIST(p, i-1) + LAST(p) - HIST(p, 1)``) and sets
   otherwise, as ``lru``). K = 1 is ``lru``.
 * Ghost history (retained information): the history of a payload that left every
   tier is kept, oldest-departed forgotten first, while the ghosts number at most
-  ``policy.ghost`` times the resident payloads.
+  ``policy.ghost`` times the payloads the cache holds: the resident payloads, or,
+  while fewer are resident, the tiers' capacity in FA chunks
+  (``(HBM + DRAM + SSD bytes) // FA chunk bytes``). Bounding by the residents alone
+  starves the filter: while it admits little the SSD stays nearly empty, the ghosts
+  cover only the DRAM's turnover, and a chunk reused after a longer gap is never seen
+  twice (on Mooncake at DRAM 1% of the working set, LRU-2 then wrote nothing at all).
 
 Keys only grow while a payload stays resident, so each tier keeps a lazy heap
 re-keyed when an outdated entry reaches the top (:class:`KeyedTierHeap`).
@@ -132,6 +137,7 @@ class LRUKPolicy(Policy):
         self.last_t = np.full(n2, -np.inf)                    # time of LAST (crp in seconds)
         self.mine = bytearray(n2)                              # resident somewhere
         self.n_res = 0
+        self.cap_payloads = sum(st.cap) // max(st.fa_bytes, 1)   # the tiers' capacity in FA chunks
         self.ghosts: OrderedDict[int, None] = OrderedDict()
         self.pending: list[int] = []                           # referenced while not resident
         self.seq = 0
@@ -179,7 +185,7 @@ class LRUKPolicy(Policy):
         self.n_forgotten += 1
 
     def _trim_ghosts(self) -> None:
-        cap = self.ghost * self.n_res
+        cap = self.ghost * max(self.n_res, self.cap_payloads)
         g = self.ghosts
         while len(g) > cap:
             p, _ = g.popitem(last=False)
