@@ -18,6 +18,18 @@ overshoot is paid back over the next day, as in CacheLib. The bytes written are
 the policy's own demotions of payloads without an SSD copy (what the node counts,
 warm-up included, like a device counter).
 
+**Admission commits a prefix.** Unlike a CacheLib item, an FA chunk on the SSD keeps
+its ancestors resident (prefix closure): once a leaf is admitted, each DRAM ancestor
+without an SSD copy must be written when it leaves DRAM, whatever its own draw (a
+"forced" write). A leaf at depth 25 thus commits ~25 writes, the controller's factor
+no longer measures the share of bytes admitted, and at ``prob_factor_min`` the forced
+writes alone exceeded the budget several-fold (Mooncake, 1 h: 96% of the bytes at a
+factor of 0.001). So an FA victim is admitted with probability ``P / (P + n (1 − P))``,
+``n`` = 1 + its ancestors that have neither an SSD copy nor a descendant already on the
+SSD (the writes this admission commits): deciding a chain leaf to root then writes the
+share ``P`` of its bytes in expectation (``E_k = q_k k + (1 − q_k) E_{k−1} = P k``), and
+``P = 1`` still admits everything. STATE payloads commit nothing and use ``P``.
+
 ``policy.target_bytes_per_day`` defaults to the drive's endurance budget,
 ``hardware.ssd.dwpd x hardware.ssd_bytes``, divided by
 ``workload.replays_per_day_scale`` when the node context carries it (the metric
@@ -28,6 +40,8 @@ large items). Draws come from the node's seeded stream (``ctx.rng``), buffered s
 that a failed selection gives its draws back (atomicity, determinism).
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ..errors import ConfigError
 from ..units import parse_bytes, parse_rate
@@ -120,11 +134,17 @@ class DynamicRandomPolicy(Policy):
         self.factor = min(max(self.factor * change, self.fmin), self.fmax)
         self.written_last = self.written
 
-    def probability(self, size: int) -> float:
+    def probability(self, size: int, commits: int = 1) -> float:
+        """P = clamp(base(size) * factor, 0, 1) for a decision that commits one write; a decision
+        committing ``n`` writes (a leaf and its unwritten prefix) uses P / (P + n (1 - P)), so that
+        deciding a chain leaf to root writes the share P of its bytes in expectation."""
         base = 1.0
         if self.size_decay:
             base = (self._bitlen_base / max(1, int(size).bit_length())) ** self.size_decay
-        return min(1.0, max(0.0, base * self.factor))
+        P = min(1.0, max(0.0, base * self.factor))
+        if commits > 1 and P < 1.0:
+            P = P / (P + commits * (1.0 - P))
+        return P
 
     def _draw(self) -> float:
         i = self._ui
@@ -133,8 +153,20 @@ class DynamicRandomPolicy(Policy):
         self._ui = i + 1
         return self._ubuf[i]
 
+    def commitment(self, p: int) -> int:
+        """Payloads written if ``p`` is admitted: ``p`` and, for an FA chunk, its ancestors with
+        neither an SSD copy nor a descendant on the SSD (a deepest run of the ancestor path)."""
+        if p & 1:
+            return 1
+        st = self.st
+        anc = st.ancestors(p >> 1)
+        if not len(anc):
+            return 1
+        done = np.flatnonzero((st.res[2 * anc] & 4) | (st.dcnt[SSD][anc] > 0))
+        return 1 + len(anc) - (int(done[-1]) + 1 if len(done) else 0)
+
     def _admit(self, p: int) -> bool:
-        prob = self.probability(int(self.st.size[p]))
+        prob = self.probability(int(self.st.size[p]), self.commitment(p))
         ok = prob >= 1.0 or self._draw() < prob
         self._decided.append((p, ok))
         return ok
