@@ -152,9 +152,10 @@ def _table_sha(table: pa.Table) -> str:
     return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
 
 
-def run(config: Mapping | SimConfig, *, trace=None, write: bool = True) -> Summary:
+def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress=None) -> Summary:
     """Run one simulation. ``config`` is a composed mapping (``cluster_sim.compose``) or a
-    :class:`SimConfig`. ``trace`` may pass an already chunked trace (benchmarks)."""
+    :class:`SimConfig`. ``trace`` may pass an already chunked trace (benchmarks).
+    ``progress(done, total)`` is called as requests are replayed (epoch by epoch)."""
     import time
 
     from .fleet import floors, run_fleet
@@ -166,9 +167,9 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True) -> Summa
         tpath, sha = getattr(trace, "source", "given"), ""
     if cfg.fleet.backend == "ray":
         from .distributed import RayNodes
-        raw = run_fleet(trace, cfg, RayNodes.factory(cfg))
+        raw = run_fleet(trace, cfg, RayNodes.factory(cfg), progress=progress)
     else:
-        raw = run_fleet(trace, cfg)
+        raw = run_fleet(trace, cfg, progress=progress)
     t1 = time.perf_counter()
     node_floors, fleet_floor = floors(trace, cfg, raw["assign"])
     floor_wall = time.perf_counter() - t1

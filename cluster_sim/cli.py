@@ -127,24 +127,30 @@ def _validate_sweep(overrides: list[str]) -> str | None:
 
 @contextmanager
 def _spinner(label: str, after_s: float = 3.0):
-    """A transient progress line (spinner + elapsed) for runs longer than ``after_s`` seconds,
-    on a terminal only: nothing in CI or when output is piped."""
+    """A transient progress bar (requests replayed of the total, elapsed, remaining) for runs
+    longer than ``after_s`` seconds, on a terminal only: nothing in CI or when output is piped.
+    Yields the ``progress(done, total)`` callback for :func:`cluster_sim.run` (or None)."""
     if os.environ.get("CI") or not sys.stderr.isatty():
-        yield
+        yield None
         return
     import threading
 
     from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
 
-    p = Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), transient=True,
-                 console=Console(stderr=True))
-    p.add_task(label, total=None)
+    p = Progress(SpinnerColumn(), TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),
+                 TimeElapsedColumn(), TimeRemainingColumn(), transient=True, console=Console(stderr=True))
+    task = p.add_task(label, total=None)
+
+    def update(done: int, total: int) -> None:
+        p.update(task, completed=done, total=total)
+
     timer = threading.Timer(after_s, p.start)
     timer.daemon = True
     timer.start()
     try:
-        yield
+        yield update
     finally:
         timer.cancel()
         p.stop()
@@ -166,8 +172,8 @@ def _task(cfg) -> None:
         if tracking.get("enabled"):
             from .tracking import Tracker
             tracker = Tracker(tracking)        # a bad store fails before the simulation runs
-        with _spinner("simulating"):
-            summary = run(m)
+        with _spinner("simulating") as progress:
+            summary = run(m, progress=progress)
         print(summary.table())
         spath = summary.run.get("summary_path")
         if spath:

@@ -141,8 +141,10 @@ def epochs_of(trace, epoch_s: float) -> np.ndarray:
     return np.floor((a - a[0]) / epoch_s).astype(np.int64)
 
 
-def run_fleet(trace, cfg, backend_factory=None) -> dict:
-    """Route and replay. Returns raw results for :mod:`cluster_sim.api`."""
+def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
+    """Route and replay. Returns raw results for :mod:`cluster_sim.api`. ``progress(done,
+    total)``, if given, hears how many requests have been replayed (or, for a backend that
+    runs ahead, submitted and then finished) after every epoch."""
     from .router import make_router
 
     fleet = cfg.fleet
@@ -197,10 +199,17 @@ def run_fleet(trace, cfg, backend_factory=None) -> dict:
                 for (j, _), ev in zip(handles, results):
                     if ev is not None:
                         router.observe(j, ev[0], ev[1])
+                if progress is not None:
+                    progress(e_, n)
             else:
-                pending.append((e, handles))
-        for e, handles in pending:
+                pending.append((e, handles, e_))
+                if progress is not None and isinstance(nodes, InProcessNodes):
+                    progress(e_, n)            # in-process submission is the replay itself
+        ahead = not isinstance(nodes, InProcessNodes)
+        for e, handles, upto in pending:
             nodes.wait(handles, e)
+            if progress is not None and ahead:
+                progress(upto, n)
         results = nodes.finish()
     finally:
         nodes.close()

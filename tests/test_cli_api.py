@@ -160,3 +160,15 @@ def test_summary_json_is_strict_with_zero_denominators(tmp_path):
     assert f["wear_imbalance"] == 0.0 and f["cost_per_1k_requests_wear_usd"] == 0.0
     assert all(not (isinstance(v, float) and not math.isfinite(v)) for v in f.values())
     assert s.fleet["chunk_miss_ratio"] == 1.0
+
+
+@pytest.mark.parametrize("extra", [[], ["fleet.nodes=2"]])
+def test_progress_callback_counts_every_request(extra):
+    # the command line's progress bar is fed by run(..., progress=): epoch by epoch, up to the total
+    seen = []
+    s = cluster_sim.run(cluster_sim.compose(["workload.limit_requests=400", *extra]), write=False,
+                        progress=lambda done, total: seen.append((done, total)))
+    assert len(seen) > 3
+    assert all(t == 400 for _, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert seen[-1] == (400, 400) and s.fleet["requests"] == 400
