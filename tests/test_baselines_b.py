@@ -377,6 +377,20 @@ def test_workload_aware_categories():
     assert e.value.key == "policy.lifespan_q"
 
 
+def test_workload_aware_with_one_category_is_lru():
+    """policies.md §6.1-6.2: one LRU queue per category, the victim is the argmin over the queue *heads*
+    of (score, -offset); within a category the score falls with idle time, so the head is the least
+    likely reuse. With a single category (Mooncake: no type, no turn) there is one head and the policy
+    is exactly LRU, write-back included (docs/decisions.md). With categories the fits do act."""
+    def fleet(ov):
+        f = cluster_sim.run(cluster_sim.compose([*ov, "workload.limit_requests=600"]), write=False).fleet
+        return {k: v for k, v in f.items() if not k.startswith("policy.") and k not in WALL}
+
+    lru = fleet(["policy=lru"])
+    assert fleet(["policy=workload_aware", "policy.categories=none"]) == lru
+    assert fleet(["policy=workload_aware"]) != lru
+
+
 # ---------------------------------------------------------------------------------------------
 # Oracle
 # ---------------------------------------------------------------------------------------------

@@ -38,7 +38,17 @@ VARIANTS = {
     "hot_prefix": [{"f": 1}, {"f": 3, "half_life_s": 2.0}, {"f": 2, "eviction": "heat"},
                    {"f": 2, "eviction": "heat", "half_life_s": 3.0}],
     "write_through_selective": [{"threshold": 1}, {"threshold": 3}],
-    "dynamic_random": [{"target_bytes_per_day": "50GB", "update_interval_s": 2}],
+    "dynamic_random": [{"target_bytes_per_day": "50GB", "update_interval_s": 2},
+                       {"target_bytes_per_day": "1GB", "update_interval_s": 1, "probability_seed": 0.05,
+                        "size_decay": 0.3, "prob_factor_min": 1e-4}],
+    "marconi": [{"alpha": 1.0, "candidates": "all"},
+                {"alpha": 0.5, "candidates": 2, "bug_compatible": True},
+                {"alpha": "auto", "bootstrap_multiplier": 1, "candidates": 4}],
+    "workload_aware": [{"admit_threshold": 0.05, "categories": "none", "lifespan": "mean_multiple",
+                        "first_fit_s": 1, "min_samples": 2},
+                       {"categories": "first_later", "lifespan": "none", "first_fit_s": 1, "min_samples": 1,
+                        "horizon_s": 5}],
+    "oracle": [{"fa_use": "hit"}, {"state_use": "path"}],
 }
 CASES = [(n, {}) for n in POLICIES] + [(n, p) for n in POLICIES for p in VARIANTS.get(n, [])]
 CASE_IDS = [n + "".join(f"-{k}={v}" for k, v in p.items()) for n, p in CASES]

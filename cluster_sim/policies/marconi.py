@@ -277,17 +277,6 @@ class MarconiPolicy(Policy):
             self._tune()
 
     # ---- candidate status and keys ----------------------------------------
-    def nearest_in_tier(self, c: int, bit: int) -> int:
-        st = self.st
-        par = int(st.parent[c])
-        if par < 0:
-            return -1
-        if st.res[2 * par] & bit:
-            return par
-        anc = st.ancestors(c)
-        hit = np.flatnonzero(st.res[2 * anc] & bit)
-        return int(anc[hit[-1]]) if len(hit) else -1
-
     def is_cand(self, t: int, x: int) -> bool:
         """Candidate status in tier ``t``, ignoring pins."""
         st = self.st
@@ -393,7 +382,7 @@ class MarconiPolicy(Policy):
             par = int(parent[c])
             if par >= 0:
                 todo.add(par)
-                y = self.nearest_in_tier(c, bit)
+                y = self.st.nearest_in_tier(c, bit)
                 if y >= 0:
                     todo.add(y)
         hs = self.has_state
@@ -707,7 +696,7 @@ class _Selection:
                 cnt["fa"] += len(victims) - int(with_state)
                 cnt["st_drop"] += int(with_state)
                 if z >= 0:
-                    y = pol.nearest_in_tier(top, bit)
+                    y = st.nearest_in_tier(top, bit)
                     for w in sorted({z, y} - {-1}):
                         self.add_new(2 * w)
                         if pol.has_state:

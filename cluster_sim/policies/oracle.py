@@ -382,11 +382,9 @@ class OraclePolicy(Policy):
                 par = int(st.parent[c])
                 if par >= 0:
                     ys = {par}
-                    if not res[2 * par] & bit:
-                        anc = st.ancestors(c)
-                        hit = np.flatnonzero(res[2 * anc] & bit)
-                        if len(hit):
-                            ys.add(int(anc[hit[-1]]))
+                    y = st.nearest_in_tier(c, bit)
+                    if y >= 0:
+                        ys.add(y)
                     for y in ys:
                         h = held.pop(2 * y, None)
                         if h is not None:

@@ -363,12 +363,7 @@ class WorkloadAwarePolicy(Policy):
                 # its nearest ancestor in the tier may now leave: reconsider it if it was skipped
                 par = int(st.parent[c])
                 if par >= 0:
-                    if res[2 * par] & bit:
-                        y = par
-                    else:
-                        anc = st.ancestors(c)
-                        hit = np.flatnonzero(res[2 * anc] & bit)
-                        y = int(anc[hit[-1]]) if len(hit) else -1
+                    y = st.nearest_in_tier(c, bit)
                     if y >= 0 and 2 * y in skipped:
                         ycat, ykey = skipped.pop(2 * y)
                         queues[ycat].push(2 * y, ykey, 2 * y)

@@ -173,12 +173,7 @@ def gated_select(st, src, tier: int, need: int, admit=None, defer=None, force: b
             par = int(parent[c])
             if par >= 0:
                 # credit the nearest ancestor in the tier with this chunk's whole tier-subtree
-                if res[2 * par] & bit:
-                    y = par
-                else:
-                    anc = st.ancestors(c)
-                    hit = np.flatnonzero(res[2 * anc] & bit)
-                    y = int(anc[hit[-1]]) if len(hit) else -1
+                y = par if res[2 * par] & bit else st.nearest_in_tier(c, bit)
                 if y >= 0:
                     cred[y] = cred.get(y, 0) + 1 + d
                     if y in waiting:
