@@ -64,7 +64,7 @@ def _run(spec):
 
 
 def row(label, f, secs):
-    return (f"{label[:34]:34s} {f['ssd_lifetime_years']:8.3f} {f['chunk_miss_ratio']:7.4f} "
+    return (f"{label[:60]:60s} {f['ssd_lifetime_years']:8.3f} {f['chunk_miss_ratio']:7.4f} "
             f"{f['miss_ratio_floor']:7.4f} {f['ssd_bytes_written_fa'] / 1e9:9.1f} "
             f"{f['ssd_bytes_written_state'] / 1e9:9.1f} {f['ssd_write_hit_fraction']:6.3f} "
             f"{f['ssd_write_hit_fraction_fa']:6.3f} {f['ssd_write_hit_fraction_state']:6.3f} "
@@ -122,7 +122,7 @@ def main():
         print(f"working set W = {w / 1e9:.1f} GB -> DRAM {dram / 1e9:.2f} GB, SSD {ssd / 1e9:.1f} GB")
     print("overrides:", " ".join(base))
     specs = args.policies or known_policies()
-    head = (f"{'policy':34s} {'life_y':>8s} {'miss':>7s} {'floor':>7s} {'wr_FA_GB':>9s} {'wr_ST_GB':>9s} "
+    head = (f"{'policy':60s} {'life_y':>8s} {'miss':>7s} {'floor':>7s} {'wr_FA_GB':>9s} {'wr_ST_GB':>9s} "
             f"{'whit':>6s} {'whitFA':>6s} {'whitST':>6s} {'hits hbm/dram/ssd FA':>22s} {'hits dram/ssd ST':>17s} "
             f"{'refs/s':>9s}")
     print(head, flush=True)
@@ -132,14 +132,14 @@ def main():
 
         with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(base,)) as ex:
             for spec, f, label, secs in ex.map(_run, specs):
-                print(row(label, f, secs) if f else f"{spec:34s} {label}", flush=True)
+                print(row(label, f, secs) if f else f"{spec:60s} {label}", flush=True)
                 if f:
                     results.append((label, f))
     else:
         _init(base)
         for spec in specs:
             spec, f, label, secs = _run(spec)
-            print(row(label, f, secs) if f else f"{spec:34s} {label}", flush=True)
+            print(row(label, f, secs) if f else f"{spec:60s} {label}", flush=True)
             if f:
                 results.append((label, f))
     iso = iso_miss(results)
@@ -147,9 +147,9 @@ def main():
         print("\nlifetime ratio at iso-miss (gandalf over the longest-lived baseline with miss <= gandalf's + 0.01):")
         for lab, f, b, ratio in iso:
             if b is None:
-                print(f"  {lab[:40]:40s} miss {f['chunk_miss_ratio']:.4f}: no baseline within +0.01")
+                print(f"  {lab[:60]:60s} miss {f['chunk_miss_ratio']:.4f}: no baseline within +0.01")
             else:
-                print(f"  {lab[:40]:40s} miss {f['chunk_miss_ratio']:.4f} life {f['ssd_lifetime_years']:.3f} y "
+                print(f"  {lab[:60]:60s} miss {f['chunk_miss_ratio']:.4f} life {f['ssd_lifetime_years']:.3f} y "
                       f"vs {b[:30]} -> {ratio:.2f}x")
         best = max((x for x in iso if x[3] is not None), key=lambda x: x[3], default=None)
         if best:

@@ -164,3 +164,25 @@ def test_population_reuse_estimate_by_hand():
     assert pol.e_hits(a, 110.0) == pytest.approx(math.exp(-1) / 3)
     with pytest.raises(cluster_sim.errors.ConfigError, match="policy.reuse"):
         run_paths([[A]], [0.0], dram="1TB", reuse="oracle")
+
+
+def test_move_prices_victims_that_free_their_parents_on_ssd():
+    # pure attention, DRAM and SSD of three chunks each. R1's chain 1-2-3 is moved to the SSD by R2,
+    # where only its leaf 3 is evictable at first. R5 needs R2's chain 4-5-6 moved too: pricing each
+    # move must see that evicting 3 frees 2, and then 1 (a chain leaves the SSD leaf-first); a pool
+    # that saw only the current SSD leaves could not price the second move, and 5 (whose child 6 is
+    # already on the SSD) could be neither dropped nor moved: the selection failed and R5's insert
+    # was trimmed instead.
+    m = load_model("llama3_1_70b")
+    F = m.fa_bytes(256)
+    # 4-5-6 is touched again just before R3, while 1-2-3 has decayed for 50 minutes: moving 4-5-6
+    # (fee + the small value of the old chain) is cheaper than recomputing it
+    node, recs, ids = run_paths([[1, 2, 3], [4, 5, 6], [4, 5, 6], [4, 5, 6], [7, 8, 9]],
+                                [0.0, 1.0, 2990.0, 2995.0, 3000.0], dram=3 * F, ssd=3 * F, model=m)
+    st = node.st
+    assert [int(st.res[2 * ids[(4,)]]), int(st.res[2 * ids[(4, 5)]]), int(st.res[2 * ids[(4, 5, 6)]])] == [4, 4, 4]
+    assert all(st.res[2 * ids[k]] == 0 for k in [(1,), (1, 2), (1, 2, 3)])
+    assert all(st.res[2 * ids[k]] == 2 for k in [(7,), (7, 8), (7, 8, 9)])
+    assert node.stats.insert_skipped_bytes == 0
+    c = node.policy.counters()
+    assert c["moves_fa"] == 6 and c["drops_fa"] == 0 and c["ssd_evictions"] == 3

@@ -805,6 +805,7 @@ class _VictimPool:
         self.popped: list[tuple[float, int]] = []       # heap entries to restore
         self.used = 0                                    # victims consumed by earlier moves
         self.done = False
+        self.tent = pol._Tent(pol.st, SSD)               # evicting a pool prefix may free a parent
 
     def _more(self) -> bool:
         if self.done or len(self.items) >= self.pol.victim_peek + self.used:
@@ -820,7 +821,7 @@ class _VictimPool:
             key, _, p = e
             if not st.res[p] & 4:
                 continue
-            if not p & 1 and st.res[p] == 4 and int(st.dany[p >> 1]) > 0:
+            if not p & 1 and st.res[p] == 4 and not self.tent.may_drop_last(p >> 1):
                 continue            # last copy with resident descendants: back on a global-leaf event
             if st.pin[p] == cur:
                 self.popped.append((key, p))
@@ -834,6 +835,14 @@ class _VictimPool:
                     pol.ssd_heap.push(p, fresh, tie=p)
                     continue
             self.popped.append((fresh, p))
+            # the items are taken as a prefix: once this one goes, its parent's last copy on the
+            # SSD may go too (a chain is evicted leaf-first), so it becomes a candidate victim
+            _, par = self.tent.choose(p, st.res[p] == 4 and not p & 1)
+            if par >= 0:
+                q = 2 * par
+                if st.res[q] == 4 and q not in pol.ssd_heap and st.pin[q] != cur \
+                        and self.tent.may_drop_last(par):
+                    pol.ssd_heap.push(q, pol._ssd_key(q, self.now), tie=q)
             sz = int(st.size[p])
             v = math.exp(fresh - self.now / pol.tau) * sz if fresh > -1e299 else 0.0
             self.items.append((v, sz, p))
