@@ -243,7 +243,15 @@ class CacheState:
             res = self.res
             parent = self.parent
             y = par
+            steps = 0
             while y >= 0 and not res[2 * y] & bit and dc[y] == 0:
+                steps += 1
+                if steps == 8:
+                    # a long climb (deep chains outside t): the rest at once, vectorised
+                    up = anc[:len(anc) - steps]           # root .. the current y's ancestors
+                    stop = np.flatnonzero(((res[2 * up] & bit) != 0) | (dc[up] != 0))
+                    y = int(up[stop[-1]]) if len(stop) else -1
+                    break
                 y = int(parent[y])
             if y >= 0 and res[2 * y] & bit and dc[y] == 0:
                 for li in self.listeners:
