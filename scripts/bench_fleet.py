@@ -6,7 +6,8 @@ when ../shared/traces is absent), in-process vs Ray with 1 and 2 actor processes
 the parallel efficiency (in-process time / (Ray time × workers)). On a 2-core machine
 expect at most 2× speed-up.
 
-    python scripts/bench_fleet.py [--nodes 16] [--limit N]
+    python scripts/bench_fleet.py [--nodes 16] [--limit N] [--set key=value ...]
+    python scripts/bench_fleet.py --set hardware.dram_bytes=50GB hardware.ssd_bytes=500GB fleet.epoch_s=600
 """
 from __future__ import annotations
 
@@ -30,9 +31,11 @@ def main():
     ap.add_argument("--nodes", type=int, default=16)
     ap.add_argument("--limit", type=int, default=None, help="workload.limit_requests")
     ap.add_argument("--chunk-tokens", type=int, default=256)
+    ap.add_argument("--set", nargs="*", default=[],
+                    help="extra Hydra overrides, e.g. hardware.dram_bytes=50GB fleet.epoch_s=600 policy=gandalf")
     args = ap.parse_args()
     base = [f"fleet.nodes={args.nodes}", "fleet.router=session_affinity", "hardware=h100_8x",
-            f"cache.chunk_tokens={args.chunk_tokens}"]
+            f"cache.chunk_tokens={args.chunk_tokens}", *args.set]
     if WEKA.exists():
         base += ["workload=claude_code", f"workload.path={WEKA}"]
     else:
@@ -42,6 +45,7 @@ def main():
     cfg0 = SimConfig.from_mapping(cluster_sim.compose(base))
     t = time.perf_counter()
     trace, _, _ = prepare(cfg0)
+    print("overrides:", " ".join(base))
     print(f"trace: {trace.n_requests:,} requests, {trace.chunk_refs:,} chunk refs, {trace.n_chunks:,} chunks "
           f"(loaded and chunked in {time.perf_counter() - t:.1f} s)")
     rows = []
