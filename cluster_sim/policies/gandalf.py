@@ -24,13 +24,17 @@ demanded the chunk: policy-independent demand). STATE payloads are
 attention-type aware: a population prior (share of checkpoints ever demanded;
 chance that a demanded state is demanded again) tracked over policy-independent
 demand (each request demands the deepest checkpoint position ever created on its
-path), the per-object rate only once a state was demanded twice.
+path), the per-object rate only once a state was demanded twice. With
+``reuse=population`` (our addition) an FA chunk's ``r·H`` is replaced by the measured
+probability that a chunk with as many earlier touches is touched again within ``H``.
 
-Lazy heaps (§2.6): drop keys are stored in a time-invariant log form
-(``log(J_drop/S) + t_last/τ``) so passing time never reorders them; a touch only
-raises a key, so a popped entry whose fresh key is larger is re-pushed (exact).
-Move and SSD-victim keys depend on the SSD's state and on decay: they are
-re-scored at peek, re-pushed if they drifted up, at most 8 times.
+Lazy heaps (§2.6, docs/decisions.md 22–24): one heap of DRAM candidates keyed by
+``log(min(J_drop, J_move without L_vict)/S) + t/τ`` and one of SSD copies keyed by
+``log(lost value/S at t_last) + t_last/τ``. In that frame passing time never lowers a
+key and a touch only raises it, so stored keys are lower bounds: a popped entry is
+re-scored (both actions, with the SSD victims its move would push out) and re-pushed
+if it drifted above the next key. A selection walks chains (choosing a leaf can open
+up its parent) and journals its heap changes, undone if it cannot free enough.
 """
 from __future__ import annotations
 
