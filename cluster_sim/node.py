@@ -82,6 +82,7 @@ class NodeSim:
                                 replays_per_day_scale=replays_per_day_scale))
         if policy.wants_residency_events:
             self.st.listeners.append(policy)
+            self.st.leaf_tiers = frozenset(getattr(policy, "leaf_event_tiers", (HBM, DRAM, SSD)))
         self._admit_queue: list[int] = []
         self.stats = NodeStats()
         self.seq = 0

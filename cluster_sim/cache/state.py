@@ -68,6 +68,7 @@ class CacheState:
         self.log_n = 0
         self.lrus: list[list[TierLRU]] = [[], [], []]
         self.listeners = []   # objects with on_enter/on_leave(tier, p), on_leaf(tier, c), on_global_leaf(c)
+        self.leaf_tiers = frozenset((0, 1, 2))   # tiers whose on_leaf events some listener wants
         self.shortfall = None            # bytes a failed victim selection could not free, if known
         self.record_events = False       # stored / removed chunk events for a KV-aware router
         self.ev_stored: list = []
@@ -237,7 +238,7 @@ class CacheState:
         # every ancestor of the parent counts the parent's descendants in t too: while the
         # parent still has one there, no ancestor can have become a leaf (skips the lookup)
         dc = self.dcnt[t]
-        if dc[par] == 0:
+        if t in self.leaf_tiers and dc[par] == 0:
             # climb while the ancestor is outside t and has no descendant left in t
             bit = BIT[t]
             res = self.res

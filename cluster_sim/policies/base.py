@@ -24,7 +24,8 @@ seconds (after ``time_scale``); no policy reads a clock or a global:
   in any tier, and ``on_leaf(tier, chunk)`` / ``on_global_leaf(chunk)`` when a
   chunk becomes a leaf in a tier / loses its last resident descendant, for
   policies that keep candidate sets incrementally (delivered only if the policy
-  sets ``wants_residency_events = True``).
+  sets ``wants_residency_events = True``; ``on_leaf`` only for the tiers named in
+  ``leaf_event_tiers``, which saves the ancestor search for the others).
 * ``tick(now)`` before each request, for periodic work.
 * ``counters() -> dict`` policy-specific counters, reported as ``policy.<name>.<key>``.
 
@@ -94,6 +95,7 @@ class FutureStream:
 class Policy:
     name = "base"
     wants_residency_events = False
+    leaf_event_tiers = (0, 1, 2)     # tiers (HBM, DRAM, SSD) whose on_leaf events the policy uses
     uses_admit_on_insert = False     # set True if admit_on_insert may return True
     needs_future = False             # hindsight policies only
 

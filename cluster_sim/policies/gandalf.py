@@ -70,6 +70,7 @@ def _float(v, key):
 class GandalfPolicy(Policy):
     name = "gandalf"
     wants_residency_events = True
+    leaf_event_tiers = (DRAM,)          # SSD victims come back through on_global_leaf
 
     def __init__(self, alpha=1.0, placement="capacity_aware", tau_s=600.0, horizon_s=None, prior_rate=None,
                  prior_window_s=None, wear_price="static", victim_loss="exact", victim_peek=64, moveset="any",

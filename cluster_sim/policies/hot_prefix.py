@@ -35,6 +35,7 @@ __all__ = ["HotPrefixPolicy"]
 
 class HotPrefixPolicy(Policy):
     name = "hot_prefix"
+    leaf_event_tiers = ()          # no on_leaf
 
     def __init__(self, f=2, half_life_s=None, eviction="lru", **params):
         super().__init__(**params)

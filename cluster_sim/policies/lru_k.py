@@ -111,6 +111,7 @@ class KeyedTierHeap:
 class LRUKPolicy(Policy):
     name = "lru_k"
     wants_residency_events = True
+    leaf_event_tiers = ()          # no on_leaf
 
     def __init__(self, k=2, crp="request", ghost=1.0, **params):
         super().__init__(**params)

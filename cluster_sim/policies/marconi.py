@@ -166,6 +166,7 @@ class _FlopModel:
 class MarconiPolicy(Policy):
     name = "marconi"
     wants_residency_events = True
+    leaf_event_tiers = (DRAM, SSD)
 
     def __init__(self, alpha="auto", candidates=256, bug_compatible=False, bootstrap_multiplier=5, **params):
         super().__init__(**params)

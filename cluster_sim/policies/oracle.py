@@ -186,6 +186,7 @@ def _next_after(keys: np.ndarray, when: np.ndarray, use: np.ndarray, n_keys: int
 class OraclePolicy(Policy):
     name = "oracle"
     wants_residency_events = True
+    leaf_event_tiers = (DRAM, SSD)
     needs_future = True
 
     def __init__(self, fa_use="path", state_use="resume", **params):

@@ -84,6 +84,7 @@ def _num(v, key, lo=None, lo_open=False, hi=None, integer=False):
 class WorkloadAwarePolicy(Policy):
     name = "workload_aware"
     wants_residency_events = True
+    leaf_event_tiers = ()          # no on_leaf
 
     def __init__(self, horizon_s=60.0, fit_window_s=3600.0, refit_s=3600.0, first_fit_s=60.0,
                  lifespan="quantile", lifespan_q=0.9, lifespan_c=4.0, categories="type_turn", max_turn=4,
