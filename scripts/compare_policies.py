@@ -86,7 +86,12 @@ def iso_miss(results, slack=0.01):
             out.append((lab, f, None, None))
             continue
         b, g = max(ok, key=lambda x: x[1]["ssd_lifetime_years"])
-        ratio = f["ssd_lifetime_years"] / g["ssd_lifetime_years"] if g["ssd_lifetime_years"] > 0 else float("inf")
+        # lifetimes are capped (metrics.lifetime_cap_years) when nothing is written: a ratio
+        # against or of a capped lifetime means nothing, so it is reported as such
+        if f["ssd_bytes_written"] == 0 or g["ssd_bytes_written"] == 0:
+            ratio = None
+        else:
+            ratio = f["ssd_lifetime_years"] / g["ssd_lifetime_years"]
         out.append((lab, f, b, ratio))
     return out
 
@@ -148,6 +153,9 @@ def main():
         for lab, f, b, ratio in iso:
             if b is None:
                 print(f"  {lab[:60]:60s} miss {f['chunk_miss_ratio']:.4f}: no baseline within +0.01")
+            elif ratio is None:
+                who = "gandalf" if f["ssd_bytes_written"] == 0 else b
+                print(f"  {lab[:60]:60s} miss {f['chunk_miss_ratio']:.4f}: n/a ({who} writes nothing; lifetime capped)")
             else:
                 print(f"  {lab[:60]:60s} miss {f['chunk_miss_ratio']:.4f} life {f['ssd_lifetime_years']:.3f} y "
                       f"vs {b[:30]} -> {ratio:.2f}x")
