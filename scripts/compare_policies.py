@@ -31,6 +31,16 @@ PATHS = {"mooncake": SHARED / "mooncake-fast25" / "conversation_trace.jsonl.gz",
          "claude_code": SHARED / "weka-claude-code-v8" / "traces_v8.jsonl.gz"}
 
 
+def shared_trace_overrides(workload: str) -> list[str]:
+    """``workload.path=...`` for a workload read from ../shared/traces (exits with a clear message
+    when the traces are not on this machine); [] for the others."""
+    if workload not in PATHS:
+        return []
+    if not PATHS[workload].exists():
+        sys.exit(f"{PATHS[workload]} not found (the shared traces are not on this machine)")
+    return [f"workload.path={PATHS[workload]}"]
+
+
 def working_set(overrides) -> int:
     from cluster_sim.trace.load import load_workload
     from cluster_sim.trace.stats import trace_statistics
@@ -121,10 +131,7 @@ def main():
     args = ap.parse_args()
     base = [f"workload={args.workload}", f"model={args.model}", f"cache.chunk_tokens={args.chunk_tokens}",
             f"hardware={args.hardware}", f"hardware.hbm_cache_bytes={args.hbm}", *args.set]
-    if args.workload in PATHS:
-        if not PATHS[args.workload].exists():
-            sys.exit(f"{PATHS[args.workload]} not found")
-        base.append(f"workload.path={PATHS[args.workload]}")
+    base += shared_trace_overrides(args.workload)
     if args.limit:
         base.append(f"workload.limit_requests={args.limit}")
     if args.dram_frac is not None:

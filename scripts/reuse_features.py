@@ -37,10 +37,8 @@ import cluster_sim  # noqa: E402
 from cluster_sim.api import prepare  # noqa: E402
 from cluster_sim.config import SimConfig  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "traces"
-PATHS = {"mooncake": SHARED / "mooncake-fast25" / "conversation_trace.jsonl.gz",
-         "claude_code": SHARED / "weka-claude-code-v8" / "traces_v8.jsonl.gz"}
-
+sys.path.insert(0, str(ROOT / "scripts"))
+from compare_policies import shared_trace_overrides  # noqa: E402
 
 def auc(score: np.ndarray, label: np.ndarray) -> float:
     """ROC AUC by ranks (ties get their mean rank)."""
@@ -83,10 +81,7 @@ def main():
     ap.add_argument("--until-s", type=float, default=None)
     args = ap.parse_args()
     ov = [f"workload={args.workload}", f"cache.chunk_tokens={args.chunk_tokens}"]
-    if args.workload in PATHS:
-        if not PATHS[args.workload].exists():
-            sys.exit(f"{PATHS[args.workload]} not found (the shared traces are not on this machine)")
-        ov.append(f"workload.path={PATHS[args.workload]}")
+    ov += shared_trace_overrides(args.workload)
     if args.limit:
         ov.append(f"workload.limit_requests={args.limit}")
     if args.until_s:
