@@ -45,8 +45,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..units import parse_bytes, parse_rate
-from .base import DRAM, SSD, Policy
-from .write_through import VictimTally, num_param, renotify_inserted, select_gated
+from .base import DRAM, SSD, Policy, num_param
+from .write_through import VictimTally, renotify_inserted, select_gated
 
 __all__ = ["DynamicRandomPolicy"]
 

@@ -46,25 +46,13 @@ import numpy as np
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT
 from ..errors import ConfigError
-from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, lru_select
+from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, lru_select, num_param
 
 _INF = float("inf")
 _NAN = float("nan")
 _BUCKETS = 6          # reuse=population: earlier touches 0, 1, ..., 5, 6+
 _EPS = 1e-9
 _MAX_RESCORE = 8
-
-
-def _float(v, key):
-    if isinstance(v, str) and v.lower() in ("inf", "infinity", ".inf"):
-        return _INF
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise ConfigError(key, f"expected a number, got {v!r}") from None
-    if math.isnan(f) or f < 0:
-        raise ConfigError(key, f"must be a non-negative number, got {v!r}")
-    return f
 
 
 class GandalfPolicy(Policy):
@@ -77,16 +65,16 @@ class GandalfPolicy(Policy):
                  objective="dollars", reuse="rate", replays_per_day_scale=1.0, **unknown):
         if unknown:
             raise ConfigError(f"policy.{next(iter(unknown))}", "unknown parameter for policy 'gandalf'")
-        self.alpha = _float(alpha, "policy.alpha")
+        self.alpha = num_param("alpha", alpha, lo=0, allow_inf=True)
         if placement not in ("capacity_aware", "strict"):
             raise ConfigError("policy.placement", f"must be capacity_aware or strict, got {placement!r}")
         self.placement = placement
-        self.tau = _float(tau_s, "policy.tau_s")
+        self.tau = num_param("tau_s", tau_s, lo=0, allow_inf=True)
         if not 0 < self.tau < _INF:
             raise ConfigError("policy.tau_s", f"must be a positive number of seconds, got {tau_s!r}")
-        self.H = self.tau if horizon_s is None else _float(horizon_s, "policy.horizon_s")
-        self.r0 = 1.0 / self.tau if prior_rate is None else _float(prior_rate, "policy.prior_rate")
-        self.T0 = self.tau if prior_window_s is None else _float(prior_window_s, "policy.prior_window_s")
+        self.H = self.tau if horizon_s is None else num_param("horizon_s", horizon_s, lo=0, allow_inf=True)
+        self.r0 = 1.0 / self.tau if prior_rate is None else num_param("prior_rate", prior_rate, lo=0, allow_inf=True)
+        self.T0 = self.tau if prior_window_s is None else num_param("prior_window_s", prior_window_s, lo=0, allow_inf=True)
         if self.T0 <= 0:
             raise ConfigError("policy.prior_window_s", "must be > 0")
         if wear_price not in ("static", "budget_pressure"):
@@ -107,7 +95,7 @@ class GandalfPolicy(Policy):
         if reuse not in ("rate", "population"):
             raise ConfigError("policy.reuse", f"must be rate or population, got {reuse!r}")
         self.reuse = reuse
-        self.rpd_scale = _float(replays_per_day_scale, "policy.replays_per_day_scale")
+        self.rpd_scale = num_param("replays_per_day_scale", replays_per_day_scale, lo=0, allow_inf=True)
         self.r0T0 = self.r0 * self.T0
         self.c = {k: 0 for k in ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free",
                                  "admissions_rejected_by_fee", "ssd_evictions", "rescore_repushes")}

@@ -26,9 +26,9 @@ import math
 import numpy as np
 
 from ..errors import ConfigError
-from .base import DRAM, HBM, SSD, Policy
+from .base import DRAM, HBM, SSD, Policy, num_param
 from .lru_k import KeyedTierHeap
-from .write_through import VictimTally, num_param, renotify_inserted, select_gated
+from .write_through import VictimTally, renotify_inserted, select_gated
 
 __all__ = ["HotPrefixPolicy"]
 

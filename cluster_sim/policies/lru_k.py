@@ -39,8 +39,8 @@ import numpy as np
 
 from ..cache.state import BIT
 from ..errors import ConfigError
-from .base import DRAM, HBM, SSD, Policy
-from .write_through import VictimTally, num_param, select_gated
+from .base import DRAM, HBM, SSD, Policy, num_param
+from .write_through import VictimTally, select_gated
 
 __all__ = ["LRUKPolicy", "KeyedTierHeap"]
 

@@ -90,7 +90,7 @@ import numpy as np
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD
 from ..errors import ConfigError
-from .base import Policy, Tentative
+from .base import Policy, Tentative, num_param
 
 ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
 _TIERS = (DRAM, SSD)
@@ -104,20 +104,6 @@ def _parse_bool(v, key: str) -> bool:
     if isinstance(v, int) and v in (0, 1):
         return bool(v)
     raise ConfigError(key, f"expected true or false, got {v!r}")
-
-
-def _parse_float(v, key: str, lo: float | None = None, lo_open: bool = False) -> float:
-    if isinstance(v, bool):
-        raise ConfigError(key, f"expected a number, got {v!r}")
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ConfigError(key, f"expected a number, got {v!r}") from None
-    if not math.isfinite(x):
-        raise ConfigError(key, f"must be finite, got {v!r}")
-    if lo is not None and (x < lo or (lo_open and x == lo)):
-        raise ConfigError(key, f"must be {'>' if lo_open else '>='} {lo}, got {v!r}")
-    return x
 
 
 def _minmax(v: np.ndarray) -> np.ndarray:
@@ -175,16 +161,16 @@ class MarconiPolicy(Policy):
             self.alpha = 0.0
         else:
             self.auto = False
-            self.alpha = _parse_float(alpha, "policy.alpha", lo=0.0)
+            self.alpha = num_param("alpha", alpha, lo=0.0)
         if isinstance(candidates, str) and candidates.strip().lower() == "all":
             self.n_sample = None
         else:
-            n = _parse_float(candidates, "policy.candidates", lo=2)
+            n = num_param("candidates", candidates, lo=2)
             if not n.is_integer():
                 raise ConfigError("policy.candidates", f"expected a whole number >= 2 or 'all', got {candidates!r}")
             self.n_sample = int(n)
         self.bug = _parse_bool(bug_compatible, "policy.bug_compatible")
-        self.boot_mult = _parse_float(bootstrap_multiplier, "policy.bootstrap_multiplier", lo=0.0, lo_open=True)
+        self.boot_mult = num_param("bootstrap_multiplier", bootstrap_multiplier, lo=0.0, lo_open=True)
 
     # ------------------------------------------------------------------
     def bind(self, ctx) -> None:

@@ -53,32 +53,12 @@ import numpy as np
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT
 from ..errors import ConfigError
-from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative
+from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, num_param
 
 _TIERS = (DRAM, SSD)
 _PRIOR_RATE = 1.0 / 600.0
 CATEGORY_MODES = ("type_turn", "type", "first_later", "none")
 LIFESPAN_MODES = ("quantile", "mean_multiple", "none")
-
-
-def _num(v, key, lo=None, lo_open=False, hi=None, integer=False):
-    if isinstance(v, bool):
-        raise ConfigError(key, f"expected a number, got {v!r}")
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ConfigError(key, f"expected a number, got {v!r}") from None
-    if not math.isfinite(x):
-        raise ConfigError(key, f"must be finite, got {v!r}")
-    if lo is not None and (x < lo or (lo_open and x == lo)):
-        raise ConfigError(key, f"must be {'>' if lo_open else '>='} {lo}, got {v!r}")
-    if hi is not None and x > hi:
-        raise ConfigError(key, f"must be <= {hi}, got {v!r}")
-    if integer:
-        if not x.is_integer():
-            raise ConfigError(key, f"expected a whole number, got {v!r}")
-        return int(x)
-    return x
 
 
 class WorkloadAwarePolicy(Policy):
@@ -90,21 +70,21 @@ class WorkloadAwarePolicy(Policy):
                  lifespan="quantile", lifespan_q=0.9, lifespan_c=4.0, categories="type_turn", max_turn=4,
                  min_samples=20, admit_threshold=None, **params):
         super().__init__(**params)
-        self.H = _num(horizon_s, "policy.horizon_s", lo=0, lo_open=True)
-        self.window = _num(fit_window_s, "policy.fit_window_s", lo=0, lo_open=True)
-        self.refit = _num(refit_s, "policy.refit_s", lo=0, lo_open=True)
-        self.first_fit = _num(first_fit_s, "policy.first_fit_s", lo=0, lo_open=True)
+        self.H = num_param("horizon_s", horizon_s, lo=0, lo_open=True)
+        self.window = num_param("fit_window_s", fit_window_s, lo=0, lo_open=True)
+        self.refit = num_param("refit_s", refit_s, lo=0, lo_open=True)
+        self.first_fit = num_param("first_fit_s", first_fit_s, lo=0, lo_open=True)
         if lifespan not in LIFESPAN_MODES:
             raise ConfigError("policy.lifespan", f"must be one of {', '.join(LIFESPAN_MODES)}, got {lifespan!r}")
         self.lifespan = lifespan
-        self.q = _num(lifespan_q, "policy.lifespan_q", lo=0, lo_open=True, hi=1)
-        self.lc = _num(lifespan_c, "policy.lifespan_c", lo=0, lo_open=True)
+        self.q = num_param("lifespan_q", lifespan_q, lo=0, lo_open=True, hi=1)
+        self.lc = num_param("lifespan_c", lifespan_c, lo=0, lo_open=True)
         if categories not in CATEGORY_MODES:
             raise ConfigError("policy.categories", f"must be one of {', '.join(CATEGORY_MODES)}, got {categories!r}")
         self.cat_mode = categories
-        self.max_turn = _num(max_turn, "policy.max_turn", lo=1, integer=True)
-        self.min_samples = _num(min_samples, "policy.min_samples", lo=1, integer=True)
-        self.theta = None if admit_threshold is None else _num(admit_threshold, "policy.admit_threshold", lo=0)
+        self.max_turn = num_param("max_turn", max_turn, lo=1, integer=True)
+        self.min_samples = num_param("min_samples", min_samples, lo=1, integer=True)
+        self.theta = None if admit_threshold is None else num_param("admit_threshold", admit_threshold, lo=0)
 
     # ------------------------------------------------------------------
     def bind(self, ctx) -> None:

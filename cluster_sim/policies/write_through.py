@@ -32,48 +32,14 @@ otherwise does a second pass write it. Such writes are "forced" and counted.
 from __future__ import annotations
 
 import heapq
-import math
 
 import numpy as np
 
 from ..cache.state import BIT
-from ..errors import ConfigError
-from .base import DEMOTE, DRAM, DROP, SSD, Policy
+from .base import DEMOTE, DRAM, DROP, SSD, Policy, num_param
 
-__all__ = ["WriteThroughPolicy", "WriteThroughSelectivePolicy", "gated_select", "select_gated", "num_param",
+__all__ = ["WriteThroughPolicy", "WriteThroughSelectivePolicy", "gated_select", "select_gated",
            "VictimTally", "renotify_inserted"]
-
-
-# ---- parameters ---------------------------------------------------------------
-def num_param(name: str, value, *, lo=None, hi=None, integer=False, allow_none=False, lo_open=False):
-    """Validate the numeric parameter ``policy.<name>``; ConfigError names the key."""
-    key = f"policy.{name}"
-    if value is None:
-        if allow_none:
-            return None
-        raise ConfigError(key, "is required")
-    if isinstance(value, bool):
-        raise ConfigError(key, f"expected a number, got {value!r}")
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise ConfigError(key, f"expected a number, got {value!r}") from None
-    if not isinstance(value, (int, float)):
-        raise ConfigError(key, f"expected a number, got {value!r}")
-    if integer:
-        if isinstance(value, float) and not value.is_integer():
-            raise ConfigError(key, f"expected a whole number, got {value!r}")
-        value = int(value)
-    else:
-        value = float(value)
-        if not math.isfinite(value):
-            raise ConfigError(key, f"must be finite, got {value!r}")
-    if lo is not None and (value < lo or (lo_open and value == lo)):
-        raise ConfigError(key, f"must be {'>' if lo_open else '>='} {lo}, got {value!r}")
-    if hi is not None and value > hi:
-        raise ConfigError(key, f"must be <= {hi}, got {value!r}")
-    return value
 
 
 # ---- gated write-back victim walk ---------------------------------------------
