@@ -464,33 +464,46 @@ class NodeSim:
         return self.stats
 
 
-def floor_pass(paths_offsets: np.ndarray, flat: np.ndarray, n_chunks: int, input_tokens: np.ndarray,
-               counted: np.ndarray, model, chunk_tokens: int, compute_rate: float, gpus: int) -> tuple[float, float]:
-    """``miss_ratio_floor`` and ``recompute_gpu_seconds_floor``: the same stream in unbounded tiers
-    with the same checkpoint mode (nothing is ever evicted or skipped)."""
+def unbounded_resume_prefix(offsets: np.ndarray, flat: np.ndarray, n_chunks: int, model) -> np.ndarray:
+    """Every request's resume prefix ``h`` (chunks reused) in unbounded tiers with the model's
+    checkpoint mode: nothing is ever evicted or skipped."""
     fa_seen = np.zeros(n_chunks, dtype=bool)
     st_seen = np.zeros(n_chunks, dtype=bool)
     has_state = model.has_state
     mode = model.state_checkpoints
+    n = len(offsets) - 1
+    hs = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        path = flat[offsets[i]:offsets[i + 1]]
+        m = len(path)
+        if not m:
+            continue
+        seen = fa_seen[path]
+        r = m if seen.all() else int(np.argmin(seen))
+        if has_state and r:
+            w = np.flatnonzero(st_seen[path[:r]])
+            h = int(w[-1]) + 1 if len(w) else 0
+        else:
+            h = r
+        hs[i] = h
+        fa_seen[path] = True
+        if has_state:
+            for k in checkpoint_positions(mode, h, r, m):
+                st_seen[path[k - 1]] = True
+    return hs
+
+
+def floor_pass(paths_offsets: np.ndarray, flat: np.ndarray, n_chunks: int, input_tokens: np.ndarray,
+               counted: np.ndarray, model, chunk_tokens: int, compute_rate: float, gpus: int) -> tuple[float, float]:
+    """``miss_ratio_floor`` and ``recompute_gpu_seconds_floor``: the same stream in unbounded tiers
+    with the same checkpoint mode (nothing is ever evicted or skipped)."""
+    hs = unbounded_resume_prefix(paths_offsets, flat, n_chunks, model).tolist()
+    lens = np.diff(paths_offsets).tolist()
     req = miss = 0
     gpu_s = 0.0
     for i in range(len(input_tokens)):
-        path = flat[paths_offsets[i]:paths_offsets[i + 1]]
-        m = len(path)
-        if m:
-            seen = fa_seen[path]
-            r = m if seen.all() else int(np.argmin(seen))
-            if has_state and r:
-                w = np.flatnonzero(st_seen[path[:r]])
-                h = int(w[-1]) + 1 if len(w) else 0
-            else:
-                h = r
-            fa_seen[path] = True
-            if has_state:
-                for k in checkpoint_positions(mode, h, r, m):
-                    st_seen[path[k - 1]] = True
-        else:
-            h = 0
+        m = lens[i]
+        h = hs[i]
         if counted[i]:
             req += m
             miss += m - h

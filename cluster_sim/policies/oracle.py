@@ -103,7 +103,7 @@ def next_use_tables(offsets: np.ndarray, flat: np.ndarray, n_chunks: int, model,
     using that FA; ``st_use[j]`` = the chunk whose STATE request ``j`` uses (-1: none),
     ``nxt_st_req[j]`` its next use after ``j``, ``first_st[c]`` the first; ``hinf[j]`` the
     request's resume prefix length with unbounded tiers."""
-    from ..node import checkpoint_positions
+    from ..node import unbounded_resume_prefix
 
     N = len(offsets) - 1
     INF = N
@@ -111,31 +111,12 @@ def next_use_tables(offsets: np.ndarray, flat: np.ndarray, n_chunks: int, model,
     T = int(offsets[-1])
     req = np.repeat(np.arange(N, dtype=np.int64), lens)
     has_state = bool(model.has_state)
-    mode = model.state_checkpoints
     # unbounded-cache replay: resume prefix h of every request, and the STATE it resumes from
-    fa_seen = np.zeros(n_chunks, dtype=bool)
-    st_seen = np.zeros(n_chunks, dtype=bool)
-    hinf = np.zeros(N, dtype=np.int64)
+    hinf = unbounded_resume_prefix(offsets, flat, n_chunks, model)
     st_use = np.full(N, -1, dtype=np.int64)
-    for j in range(N):
-        path = flat[offsets[j]:offsets[j + 1]]
-        m = len(path)
-        if not m:
-            continue
-        seen = fa_seen[path]
-        r = m if seen.all() else int(np.argmin(seen))
-        if has_state and r:
-            w = np.flatnonzero(st_seen[path[:r]])
-            h = int(w[-1]) + 1 if len(w) else 0
-        else:
-            h = r
-        hinf[j] = h
-        if has_state and h:
-            st_use[j] = int(path[h - 1])
-        fa_seen[path] = True
-        if has_state:
-            for k in checkpoint_positions(mode, h, r, m):
-                st_seen[path[k - 1]] = True
+    if has_state:
+        j = np.flatnonzero(hinf > 0)
+        st_use[j] = flat[offsets[j] + hinf[j] - 1]
     # FA: next use after each reference, first use of each chunk
     if fa_use == "hit":
         k = np.arange(T, dtype=np.int64) - offsets[:-1][req]
