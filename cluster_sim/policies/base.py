@@ -254,11 +254,13 @@ class Tentative:
     """Leaf status in one tier as if the FA copies chosen so far were already gone.
 
     A chosen chunk had no remaining descendants in the tier (it was a tentative
-    leaf), so choosing it removes its whole tier-subtree: we credit ``1 +
-    dcnt[tier][c]`` to its nearest ancestor in the tier. An ancestor is a
-    tentative leaf when its credits equal its descendant count. The same for
-    prefix closure across tiers, where the nearest resident ancestor is always
-    the parent. O(1) per choice in the usual case (parent in the tier).
+    leaf), so choosing it removes its whole tier-subtree: ``1 + dcnt[tier][c]`` is
+    credited to its parent. Credits climb through ancestors outside the tier only once
+    such an ancestor has every one of its tier descendants chosen (then its whole count
+    moves up), so an ancestor in the tier is a tentative leaf exactly when its credit
+    equals its descendant count — without searching for the nearest ancestor in the
+    tier. The same for prefix closure across tiers, where the nearest resident ancestor
+    is always the parent. O(1) per choice in the usual case (parent in the tier).
     """
 
     __slots__ = ("st", "tier", "bit", "cred", "cred_any")
@@ -278,16 +280,32 @@ class Tentative:
         d = int(self.st.dany[c])
         return d == 0 or d == self.cred_any.get(c, 0)
 
-    def choose(self, c: int, drop_last: bool) -> None:
+    def choose(self, c: int, drop_last: bool) -> int:
+        """Record chunk ``c`` as chosen; returns the ancestor in the tier that was credited
+        (whose leaf status may have changed), or -1."""
         st = self.st
         par = int(st.parent[c])
         if par < 0:
-            return
-        y = st.nearest_in_tier(c, self.bit)
-        if y >= 0:
-            self.cred[y] = self.cred.get(y, 0) + 1 + int(st.dcnt[self.tier][c])
+            return -1
         if drop_last:
             self.cred_any[par] = self.cred_any.get(par, 0) + 1 + int(st.dany[c])
+        dcnt = st.dcnt[self.tier]
+        cred = self.cred
+        res = st.res
+        bit = self.bit
+        parent = st.parent
+        k = 1 + int(dcnt[c])
+        x = par
+        while x >= 0:
+            v = cred.get(x, 0) + k
+            cred[x] = v
+            if res[2 * x] & bit:
+                return x
+            if v != dcnt[x]:
+                return -1
+            k = v
+            x = int(parent[x])
+        return -1
 
 
 # ---- registry ----------------------------------------------------------------

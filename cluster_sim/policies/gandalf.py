@@ -46,7 +46,7 @@ import numpy as np
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT
 from ..errors import ConfigError
-from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, lru_select, num_param
+from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, lru_select, num_param
 
 _INF = float("inf")
 _NAN = float("nan")
@@ -486,60 +486,25 @@ class GandalfPolicy(Policy):
             self.c[f"drops_{kind}"] += 1
 
     # -- tentative leaf bookkeeping shared by both selections
-    class _Tent:
-        __slots__ = ("st", "bit", "dcnt", "cred", "cred_any", "chosen")
+    class _Tent(Tentative):
+        """:class:`Tentative` over payloads, remembering which were chosen."""
+        __slots__ = ("chosen",)
 
         def __init__(self, st, tier):
-            self.st = st
-            self.bit = BIT[tier]
-            self.dcnt = st.dcnt[tier]
-            self.cred = {}
-            self.cred_any = {}
+            super().__init__(st, tier)
             self.chosen = set()
 
-        def leaf(self, c):
-            d = int(self.dcnt[c])
-            return d == 0 or d == self.cred.get(c, 0)
-
-        def may_drop_last(self, c):
-            d = int(self.st.dany[c])
-            return d == 0 or d == self.cred_any.get(c, 0)
-
-        def choose(self, p, drop_last):
-            """Record ``p`` as chosen; returns ``(y, par)``: the nearest ancestor in this tier,
-            if the choice credited it, and the parent (−1 if none).
-
-            Credits climb through ancestors outside the tier only once such an ancestor has
-            every one of its descendants in the tier chosen (then the whole count moves up),
-            so an ancestor in the tier is a tentative leaf exactly when its credit equals its
-            count, without a search for the nearest ancestor in the tier."""
+        def take(self, p, drop_last):
+            """Record payload ``p`` as chosen; returns ``(y, par)``: the ancestor in this tier
+            whose credit changed and the parent (−1 if none)."""
             self.chosen.add(p)
             if p & 1:
                 return -1, -1
-            st = self.st
             c = p >> 1
-            par = int(st.parent[c])
+            par = int(self.st.parent[c])
             if par < 0:
                 return -1, -1
-            if drop_last:
-                self.cred_any[par] = self.cred_any.get(par, 0) + 1 + int(st.dany[c])
-            dcnt = self.dcnt
-            cred = self.cred
-            res = st.res
-            bit = self.bit
-            parent = st.parent
-            k = 1 + int(dcnt[c])
-            x = par
-            while x >= 0:
-                v = cred.get(x, 0) + k
-                cred[x] = v
-                if res[2 * x] & bit:
-                    return x, par
-                if v != dcnt[x]:
-                    return -1, par
-                k = v
-                x = int(parent[x])
-            return -1, par
+            return self.choose(c, drop_last), par
 
     def _drop_ok(self, p, tent):
         """True, "later" (blocked only by this selection), or False (not in the DropSet now)."""
@@ -579,7 +544,7 @@ class GandalfPolicy(Policy):
         st = self.st
         q = 2 * y
         if q in self.cand or not st.res[q] & 2 or st.pin[q] == st.cur or q in tent.chosen \
-                or not tent.leaf(y):
+                or not tent.is_leaf(y):
             return None
         k = self._cand_key(q, self.now)
         self.cand.push(q, k, tie=q)
@@ -649,12 +614,12 @@ class GandalfPolicy(Policy):
                     ssd_free -= int(sz)
                     pool.consume(plan[2])
                     ssd_free += plan[2]
-                y, _ = tent.choose(p, False)
+                y, _ = tent.take(p, False)
                 out.append((p, DEMOTE))
             else:
                 if plan is not None and plan[0] > 0:
                     self.c["admissions_rejected_by_fee"] += 1      # a paid write was declined
-                y, _ = tent.choose(p, res[p] == 2 and not p & 1)
+                y, _ = tent.take(p, res[p] == 2 and not p & 1)
                 out.append((p, DROP))
             freed += int(sz)
             if y >= 0:
@@ -729,7 +694,7 @@ class GandalfPolicy(Policy):
                 self.c["rescore_repushes"] += 1
                 heap.push(p, fresh, tie=p)
                 continue
-            _, par = tent.choose(p, st.res[p] == 4 and not p & 1)
+            _, par = tent.take(p, st.res[p] == 4 and not p & 1)
             out.append((p, DROP))
             freed += int(st.size[p])
             if par >= 0:
@@ -766,7 +731,7 @@ class GandalfPolicy(Policy):
                 continue
             if not p & 1 and st.res[p] == 4 and not tent.may_drop_last(p >> 1):
                 continue
-            tent.choose(p, st.res[p] == 4 and not p & 1)
+            tent.take(p, st.res[p] == 4 and not p & 1)
             out.append((p, DROP))
             freed += int(st.size[p])
         if freed < need:
@@ -830,7 +795,7 @@ class _VictimPool:
             self.popped.append((fresh, p))
             # the items are taken as a prefix: once this one goes, its parent's last copy on the
             # SSD may go too (a chain is evicted leaf-first), so it becomes a candidate victim
-            _, par = self.tent.choose(p, st.res[p] == 4 and not p & 1)
+            _, par = self.tent.take(p, st.res[p] == 4 and not p & 1)
             if par >= 0:
                 q = 2 * par
                 if st.res[q] == 4 and q not in pol.ssd_heap and st.pin[q] != cur \
