@@ -181,6 +181,7 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
         starts = np.concatenate([[0], bounds]) if n else np.zeros(0, dtype=np.int64)
         ends = np.concatenate([bounds, [n]]) if n else np.zeros(0, dtype=np.int64)
         pending = []
+        ahead = not isinstance(nodes, InProcessNodes)   # calls return before the replay ends
         for s_, e_ in zip(starts.tolist(), ends.tolist()):
             e = int(ep[s_])
             if sync:
@@ -203,9 +204,8 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
                     progress(e_, n)
             else:
                 pending.append((e, handles, e_))
-                if progress is not None and isinstance(nodes, InProcessNodes):
+                if progress is not None and not ahead:
                     progress(e_, n)            # in-process submission is the replay itself
-        ahead = not isinstance(nodes, InProcessNodes)
         for e, handles, upto in pending:
             nodes.wait(handles, e)
             if progress is not None and ahead:
