@@ -225,16 +225,18 @@ class CacheState:
                             for li in self.listeners:
                                 li.on_leave(tt, q)
             if self.listeners:
-                self._leaf_events(t, c, anc, now == 0)
+                self._leaf_events(t, c, now == 0)
         return removed
 
-    def _leaf_events(self, t: int, c: int, anc: np.ndarray, gone: bool) -> None:
+    def _leaf_events(self, t: int, c: int, gone: bool, memo: dict | None = None) -> None:
         """After chunk ``c``'s FA left tier ``t``: tell listeners which ancestor became a
         leaf in ``t`` (its nearest ancestor in ``t``, if no descendant remains there) and,
-        if ``c`` lost its last copy, whether its parent has no resident descendant left."""
-        if not len(anc):
+        if ``c`` lost its last copy, whether its parent has no resident descendant left.
+        ``memo`` (one batch of removals, state unchanged meanwhile) remembers where climbs
+        ended, so a removed chain is climbed once, not once per chunk."""
+        par = int(self.parent[c])
+        if par < 0:
             return
-        par = int(anc[-1])
         # every ancestor of the parent counts the parent's descendants in t too: while the
         # parent still has one there, no ancestor can have become a leaf (skips the lookup)
         dc = self.dcnt[t]
@@ -244,16 +246,26 @@ class CacheState:
             res = self.res
             parent = self.parent
             y = par
-            steps = 0
-            while y >= 0 and not res[2 * y] & bit and dc[y] == 0:
-                steps += 1
-                if steps == 8:
+            seen = []
+            while True:
+                if memo is not None:
+                    m = memo.get(y)
+                    if m is not None:
+                        y = m
+                        break
+                if y < 0 or res[2 * y] & bit or dc[y] != 0:
+                    break
+                seen.append(y)
+                if len(seen) == 8:
                     # a long climb (deep chains outside t): the rest at once, vectorised
-                    up = anc[:len(anc) - steps]           # root .. the current y's ancestors
+                    up = self.ancestors(y)                    # root .. y's parent
                     stop = np.flatnonzero(((res[2 * up] & bit) != 0) | (dc[up] != 0))
                     y = int(up[stop[-1]]) if len(stop) else -1
                     break
                 y = int(parent[y])
+            if memo is not None:
+                for x in seen:
+                    memo[x] = y
             if y >= 0 and res[2 * y] & bit and dc[y] == 0:
                 for li in self.listeners:
                     li.on_leaf(t, y)
@@ -303,8 +315,9 @@ class CacheState:
                                 li.on_leave(tt, q)
                     self.res[q] = 0
             if self.listeners:
+                memo: dict[int, int] = {}
                 for c, gone in zip(cs.tolist(), lostm.tolist()):
-                    self._leaf_events(t, c, self.ancestors(c), gone)
+                    self._leaf_events(t, c, gone, memo)
         return removed
 
     def add_copies(self, ps: list[int], t: int) -> None:
