@@ -21,36 +21,42 @@ BACKENDS = ("inprocess", "ray")
 SYNC_MODES = ("none", "kv_events")
 
 
-def _num(m: Mapping, key: str, prefix: str, default=None, *, lo=None, hi=None, integer=False, allow_none=False,
-         lo_open=False):
-    v = m.get(key, default)
-    full = f"{prefix}.{key}" if prefix else key
-    if v is None:
+def parse_number(key: str, value, *, lo=None, hi=None, integer=False, allow_none=False, lo_open=False,
+                 allow_inf=False):
+    """Validate the numeric setting ``key`` (a number or a numeric string); ConfigError names the
+    key. ``allow_inf`` admits ``inf`` (e.g. Gandalf's α = ∞, "never pay a write")."""
+    if value is None:
         if allow_none:
             return None
-        raise ConfigError(full, "is required")
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        if isinstance(v, str):
-            try:
-                v = float(v) if not integer else int(v)
-            except ValueError:
-                raise ConfigError(full, f"expected a number, got {v!r}") from None
-        else:
-            raise ConfigError(full, f"expected a number, got {v!r}")
+        raise ConfigError(key, "is required")
+    if isinstance(value, bool):
+        raise ConfigError(key, f"expected a number, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value = float("inf") if allow_inf and value.strip().lower() == ".inf" else float(value)
+        except ValueError:
+            raise ConfigError(key, f"expected a number, got {value!r}") from None
+    if not isinstance(value, (int, float)):
+        raise ConfigError(key, f"expected a number, got {value!r}")
     if integer:
-        if isinstance(v, float):
-            if not v.is_integer():
-                raise ConfigError(full, f"expected a whole number, got {v!r}")
-            v = int(v)
+        if isinstance(value, float) and not value.is_integer():
+            raise ConfigError(key, f"expected a whole number, got {value!r}")
+        value = int(value)
     else:
-        v = float(v)
-        if not math.isfinite(v):
-            raise ConfigError(full, f"must be finite, got {v!r}")
-    if lo is not None and (v < lo or (lo_open and v == lo)):
-        raise ConfigError(full, f"must be {'>' if lo_open else '>='} {lo}, got {v!r}")
-    if hi is not None and v > hi:
-        raise ConfigError(full, f"must be <= {hi}, got {v!r}")
-    return v
+        value = float(value)
+        if not math.isfinite(value) and not (allow_inf and value == math.inf):
+            raise ConfigError(key, f"must be finite, got {value!r}")
+    if lo is not None and (value < lo or (lo_open and value == lo)):
+        raise ConfigError(key, f"must be {'>' if lo_open else '>='} {lo}, got {value!r}")
+    if hi is not None and value > hi:
+        raise ConfigError(key, f"must be <= {hi}, got {value!r}")
+    return value
+
+
+def _num(m: Mapping, key: str, prefix: str, default=None, *, lo=None, hi=None, integer=False, allow_none=False,
+         lo_open=False):
+    return parse_number(f"{prefix}.{key}" if prefix else key, m.get(key, default), lo=lo, hi=hi,
+                        integer=integer, allow_none=allow_none, lo_open=lo_open)
 
 
 def _choice(m: Mapping, key: str, prefix: str, choices, default=None):

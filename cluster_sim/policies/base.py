@@ -40,50 +40,23 @@ node's whole request stream as ``ctx.future`` (only the oracle may do this).
 from __future__ import annotations
 
 import importlib
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, CacheState, TierLRU
+from ..config import parse_number
 from ..errors import ConfigError
 
 __all__ = ["Policy", "RequestMeta", "NodeContext", "lru_select", "register", "make_policy", "known_policies",
            "DROP", "DEMOTE", "HBM", "DRAM", "SSD"]
 
 
-def num_param(name: str, value, *, lo=None, hi=None, integer=False, allow_none=False, lo_open=False,
-              allow_inf=False):
-    """Validate the numeric parameter ``policy.<name>`` (numbers or numeric strings); ConfigError
-    names the key. ``allow_inf`` admits ``inf`` (e.g. Gandalf's α = ∞, "never pay a write")."""
-    key = f"policy.{name}"
-    if value is None:
-        if allow_none:
-            return None
-        raise ConfigError(key, "is required")
-    if isinstance(value, bool):
-        raise ConfigError(key, f"expected a number, got {value!r}")
-    if isinstance(value, str):
-        try:
-            value = float("inf") if allow_inf and value.strip().lower() == ".inf" else float(value)
-        except ValueError:
-            raise ConfigError(key, f"expected a number, got {value!r}") from None
-    if not isinstance(value, (int, float)):
-        raise ConfigError(key, f"expected a number, got {value!r}")
-    if integer:
-        if isinstance(value, float) and not value.is_integer():
-            raise ConfigError(key, f"expected a whole number, got {value!r}")
-        value = int(value)
-    else:
-        value = float(value)
-        if not math.isfinite(value) and not (allow_inf and value == math.inf):
-            raise ConfigError(key, f"must be finite, got {value!r}")
-    if lo is not None and (value < lo or (lo_open and value == lo)):
-        raise ConfigError(key, f"must be {'>' if lo_open else '>='} {lo}, got {value!r}")
-    if hi is not None and value > hi:
-        raise ConfigError(key, f"must be <= {hi}, got {value!r}")
-    return value
+def num_param(name: str, value, **limits):
+    """Validate the numeric parameter ``policy.<name>``: :func:`cluster_sim.config.parse_number`
+    with the same limits (``lo``, ``hi``, ``integer``, ``allow_none``, ``lo_open``, ``allow_inf``)."""
+    return parse_number(f"policy.{name}", value, **limits)
 
 
 @dataclass
