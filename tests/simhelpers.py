@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import strategies as st
 
 from cluster_sim.config import HardwareConfig
 from cluster_sim.model import load_model
@@ -53,3 +54,19 @@ def replay(node, trace, check=True):
             node.st.check_invariants()
     node.finish()
     return recs
+
+
+def branching_paths(draw, max_requests=40, max_extension=5):
+    """Inside a ``@st.composite``: 3..``max_requests`` chunk paths (names 1..6), each either fresh
+    or a prefix of an earlier path extended by up to ``max_extension`` chunks (branches, resumes)."""
+    n = draw(st.integers(3, max_requests))
+    paths = []
+    for _ in range(n):
+        if paths and draw(st.booleans()):
+            base = draw(st.sampled_from(paths))
+            keep = draw(st.integers(0, len(base)))
+            p = base[:keep] + draw(st.lists(st.integers(1, 6), max_size=max_extension))
+        else:
+            p = draw(st.lists(st.integers(1, 6), max_size=6))
+        paths.append(p)
+    return paths

@@ -17,7 +17,7 @@ from cluster_sim.cache import DRAM, SSD
 from cluster_sim.cache.state import DEMOTE
 from cluster_sim.model import load_model
 
-from simhelpers import make_node, trace_from_paths
+from simhelpers import branching_paths, make_node, trace_from_paths
 
 LLAMA = "llama3_1_70b"          # pure attention: FA payloads only
 QN = "qwen3_next_80b_a3b"       # hybrid: FA + recurrent STATE
@@ -232,15 +232,7 @@ MODELS = ["qwen3_next_80b_a3b", "llama3_1_70b", "gemma3_27b"]
 
 @st.composite
 def mixed_workloads(draw):
-    n = draw(st.integers(3, 40))
-    paths = []
-    for _ in range(n):
-        if paths and draw(st.booleans()):
-            base = draw(st.sampled_from(paths))
-            p = base[:draw(st.integers(0, len(base)))] + draw(st.lists(st.integers(1, 6), max_size=5))
-        else:
-            p = draw(st.lists(st.integers(1, 6), max_size=6))
-        paths.append(p)
+    paths = branching_paths(draw)
     model = draw(st.sampled_from(MODELS))
     mode = draw(st.sampled_from(["last", "last_and_branch", "every_chunk"]))
     caps = [draw(st.integers(0, 12)) for _ in range(3)]

@@ -25,7 +25,7 @@ from cluster_sim.policies.base import FutureStream, RequestMeta, make_policy
 from cluster_sim.policies.marconi import ALPHA_GRID, MarconiPolicy, SingleTierMarconi, _FlopModel
 from cluster_sim.policies.oracle import next_use_tables
 
-from simhelpers import make_node, trace_from_paths
+from simhelpers import branching_paths, make_node, trace_from_paths
 
 QN = "qwen3_next_80b_a3b"
 LLAMA = "llama3_1_70b"
@@ -545,15 +545,8 @@ VARIANTS = [("marconi", {"alpha": 1.0, "candidates": "all"}),
 
 @st.composite
 def workloads(draw):
-    n = draw(st.integers(3, 30))
-    paths = []
-    for _ in range(n):
-        if paths and draw(st.booleans()):
-            base = draw(st.sampled_from(paths))
-            p = base[:draw(st.integers(0, len(base)))] + draw(st.lists(st.integers(1, 6), max_size=4))
-        else:
-            p = draw(st.lists(st.integers(1, 6), min_size=0, max_size=6))
-        paths.append(p)
+    paths = branching_paths(draw, max_requests=30, max_extension=4)
+    n = len(paths)
     gaps = draw(st.lists(st.sampled_from([0.0, 0.5, 3.0, 30.0]), min_size=n, max_size=n))
     cats = draw(st.lists(st.sampled_from(["text", "agent", None]), min_size=n, max_size=n))
     model = draw(st.sampled_from(MODELS))

@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 from cluster_sim.cache import SSD
 from cluster_sim.model import load_model
 
-from simhelpers import make_node, trace_from_paths
+from simhelpers import branching_paths, make_node, trace_from_paths
 
 MODELS = ["qwen3_next_80b_a3b", "llama3_1_70b", "gemma3_27b", "kimi_linear_48b_a3b"]
 POLICIES = [("lru", {}), ("gandalf", {}), ("gandalf", {"alpha": 0}), ("gandalf", {"placement": "strict"}),
@@ -16,17 +16,7 @@ POLICIES = [("lru", {}), ("gandalf", {}), ("gandalf", {"alpha": 0}), ("gandalf",
 
 @st.composite
 def workloads(draw):
-    n = draw(st.integers(3, 40))
-    paths = []
-    for _ in range(n):
-        if paths and draw(st.booleans()):
-            base = draw(st.sampled_from(paths))
-            keep = draw(st.integers(0, len(base)))
-            ext = draw(st.lists(st.integers(1, 6), max_size=5))
-            p = base[:keep] + ext
-        else:
-            p = draw(st.lists(st.integers(1, 6), min_size=0, max_size=6))
-        paths.append(p)
+    paths = branching_paths(draw)
     model = draw(st.sampled_from(MODELS))
     mode = draw(st.sampled_from(["last", "last_and_branch", "every_chunk"]))
     # capacities in chunks' worth of FA; a state is several chunks' worth

@@ -29,7 +29,7 @@ from cluster_sim.model import load_model
 from cluster_sim.node import NodeSim
 from cluster_sim.policies.base import FutureStream, known_policies, make_policy
 
-from simhelpers import trace_from_paths
+from simhelpers import branching_paths, trace_from_paths
 
 POLICIES = known_policies()
 # extra parameter sets for policies whose knobs change the code path taken
@@ -78,16 +78,8 @@ def build(trace, model, name, params, seed=7, **hw):
 
 @st.composite
 def workloads(draw):
-    n = draw(st.integers(3, 40))
-    paths = []
-    for _ in range(n):
-        if paths and draw(st.booleans()):
-            base = draw(st.sampled_from(paths))
-            keep = draw(st.integers(0, len(base)))
-            p = base[:keep] + draw(st.lists(st.integers(1, 6), max_size=5))
-        else:
-            p = draw(st.lists(st.integers(1, 6), min_size=0, max_size=6))
-        paths.append(p)
+    paths = branching_paths(draw)
+    n = len(paths)
     gaps = draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0, 30.0]), min_size=n, max_size=n))
     model = draw(st.sampled_from(MODELS))
     mode = draw(st.sampled_from(["last", "last_and_branch", "every_chunk"]))
