@@ -286,22 +286,25 @@ class NodeSim:
         order = list(order)
         bounded = False
         while st.used[t] > st.cap[t]:
+            if not bounded:
+                # cheap bound first: the request's pinned bytes in this tier can never be freed,
+                # so while they exceed the tier no victim selection can succeed (skip trying:
+                # a failing selection of a score-based policy scans every candidate)
+                bounded = True
+                pinned = self._request_pinned_bytes(t)
+                if pinned > st.cap[t]:
+                    while order and pinned > st.cap[t]:
+                        p = order.pop()
+                        if st.res[p] & BIT[t]:
+                            d = self._trim(p, t)
+                            pinned -= d
+                            skipped += d
+                    continue
             st.shortfall = None
             if self._make_room(t, st.used[t] - st.cap[t]):
                 break
             if not order:
                 raise AssertionError("tier over capacity with nothing left to trim")
-            if not bounded:
-                # cheap bound first: the request's pinned bytes in this tier can never be freed
-                bounded = True
-                pinned = self._request_pinned_bytes(t)
-                while order and pinned > st.cap[t]:
-                    p = order.pop()
-                    if st.res[p] & BIT[t]:
-                        d = self._trim(p, t)
-                        pinned -= d
-                        skipped += d
-                continue
             # the selection said how much it could not free: trim that much at once. Trimming
             # new payloads frees nothing else, except that removing the shallowest new FA chunk
             # can unblock its resident ancestors: before that one goes, the selection is retried.
