@@ -38,6 +38,7 @@ up its parent) and journals its heap changes, undone if it cannot free enough.
 """
 from __future__ import annotations
 
+import importlib
 import math
 from collections import deque
 
@@ -62,7 +63,7 @@ class GandalfPolicy(Policy):
 
     def __init__(self, alpha=1.0, placement="capacity_aware", tau_s=600.0, horizon_s=None, prior_rate=None,
                  prior_window_s=None, wear_price="static", victim_loss="exact", victim_peek=64, moveset="any",
-                 objective="dollars", reuse="rate", replays_per_day_scale=1.0, **unknown):
+                 objective="dollars", reuse="rate", replays_per_day_scale=1.0, engine="auto", **unknown):
         if unknown:
             raise ConfigError(f"policy.{next(iter(unknown))}", "unknown parameter for policy 'gandalf'")
         self.alpha = num_param("alpha", alpha, lo=0, allow_inf=True)
@@ -96,6 +97,9 @@ class GandalfPolicy(Policy):
             raise ConfigError("policy.reuse", f"must be rate or population, got {reuse!r}")
         self.reuse = reuse
         self.rpd_scale = num_param("replays_per_day_scale", replays_per_day_scale, lo=0, allow_inf=True)
+        if engine not in ("auto", "numba", "python"):
+            raise ConfigError("policy.engine", f"must be auto, numba or python, got {engine!r}")
+        self.engine = engine
         self.r0T0 = self.r0 * self.T0
         self.c = {k: 0 for k in ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free",
                                  "admissions_rejected_by_fee", "ssd_evictions", "rescore_repushes")}
@@ -111,6 +115,13 @@ class GandalfPolicy(Policy):
         self.t_last = [_NAN] * n2
         self.hits = [0] * n2
         self.sz = [float(x) for x in st.size.tolist()]
+        self._jit = _load_jit(self.engine) if self.placement != "strict" else None
+        if self._jit is not None:
+            # the compiled selection reads array mirrors of the lists (kept equal at every update)
+            self._tf_a = np.full(n2, _NAN)
+            self._tl_a = np.full(n2, _NAN)
+            self._hits_a = np.zeros(n2, dtype=np.int64)
+            self._sz_a = st.size.astype(np.float64)
         self.dep = st.depth.tolist()
         self.ckpt_ever = np.zeros(U, dtype=bool)
         self.state_demands = np.zeros(U, dtype=np.int64)
@@ -140,8 +151,12 @@ class GandalfPolicy(Policy):
         self.has_ssd = st.cap[SSD] > 0
         self.fee_per_byte = self.alpha * self.cw * self.waf if self.alpha != _INF else _INF
         self._ssd_plan = None
-        self.cand = LazyHeap()          # DRAM candidates: key = log(min(J_drop, J_move)/S) + t/τ
-        self.ssd_heap = LazyHeap()
+        if self._jit is None:
+            self.cand = LazyHeap()          # DRAM candidates: key = log(min(J_drop, J_move)/S) + t/τ
+            self.ssd_heap = LazyHeap()
+        else:
+            self.cand = _JitHeap(self._jit, n2)
+            self.ssd_heap = _JitHeap(self._jit, n2)
         self.t0 = None
         self.written = 0.0
         self.write_rate = 0.0
@@ -157,6 +172,8 @@ class GandalfPolicy(Policy):
         if self.placement == "strict":
             self.walk_dram = st.new_lru(DRAM)
             self.walk_ssd = st.new_lru(SSD)
+        if self._jit is not None:
+            self._jit_setup()
 
     # ------------------------------------------------------------------ statistics
     def on_access(self, payloads, now, meta) -> None:
@@ -170,6 +187,12 @@ class GandalfPolicy(Policy):
         tf, tl, hits = self.t_first, self.t_last, self.hits
         if self.reuse == "population":
             self._population(path, now)
+        if self._jit is not None:
+            ps = 2 * path
+            seen = self._tf_a[ps] == self._tf_a[ps]
+            self._hits_a[ps[seen]] += 1
+            self._tf_a[ps[~seen]] = now
+            self._tl_a[ps] = now
         for c in path.tolist():
             p = 2 * c
             if tf[p] == tf[p]:
@@ -191,6 +214,9 @@ class GandalfPolicy(Policy):
             if k >= 1:
                 self.hits[q] += 1
             self.t_last[q] = now
+            if self._jit is not None:
+                self._hits_a[q] = self.hits[q]
+                self._tl_a[q] = now
 
     def _population(self, path, now) -> None:
         """Resolve references whose window H closed; record this request's references."""
@@ -237,6 +263,9 @@ class GandalfPolicy(Policy):
                 if tf[q] != tf[q]:
                     tf[q] = now
                 tl[q] = now
+            if self._jit is not None:
+                self._tf_a[states] = [tf[q] for q in states.tolist()]
+                self._tl_a[states] = now
 
     def on_enter(self, tier, p) -> None:
         st = self.st
@@ -469,6 +498,8 @@ class GandalfPolicy(Policy):
             for p, a in out:
                 self._count(p, a, tier)
             return out
+        if self._jit is not None:
+            return self._jit_select(tier, bytes_needed, now)
         if tier == SSD:
             return self._select_ssd(bytes_needed, now)
         return self._select_dram(bytes_needed, now)
@@ -741,7 +772,73 @@ class GandalfPolicy(Policy):
         self.c["ssd_evictions"] += len(out)
         return out
 
+    # -- the compiled engine (policies/_gandalf_jit.py): same decisions, arrays instead of objects
+    def _jit_setup(self):
+        J = self._jit
+        st = self.st
+        n2 = len(st.res)
+        U = n2 // 2
+        self._C = (st.res, st.pin, st.size, st.parent, st.depth, st.anchor, st.flat,
+                   st.dcnt[DRAM], st.dcnt[SSD], st.dany)
+        self._crc_a = np.asarray(self.crc, dtype=np.float64)
+        self._crc_cum_a = np.asarray(self.crc_cum, dtype=np.float64)
+        self._P = np.zeros(J.N_PARAMS)
+        self._F = np.zeros(J.N_FLAGS, dtype=np.int64)
+        P, F = self._P, self._F
+        P[J.A_ALPHA], P[J.A_TAU], P[J.A_H], P[J.A_R0], P[J.A_T0] = self.alpha, self.tau, self.H, self.r0, self.T0
+        P[J.A_R0T0], P[J.A_G], P[J.A_HOST], P[J.A_SSDREAD] = self.r0T0, self.g, self.host, self.ssd_read
+        P[J.A_SSDLAT], P[J.A_CW], P[J.A_WAF], P[J.A_FEEPB] = self.ssd_lat, self.cw, self.waf, self.fee_per_byte
+        F[J.F_POP] = self.reuse == "population"
+        F[J.F_HASSSD] = bool(self.has_ssd)
+        F[J.F_STATIC] = self.wear_price == "static"
+        F[J.F_SHADOW] = self.victim_loss == "shadow_price"
+        F[J.F_PEEK] = self.victim_peek
+        F[J.F_ROOTSIDE] = self.moveset == "root_side"
+        self._K = np.zeros(len(J.COUNTER_NAMES), dtype=np.int64)
+        self._G = np.zeros(2, dtype=np.int64)
+
+        def tent():
+            return (np.zeros(U, dtype=np.int64), np.zeros(U, dtype=np.int64), np.zeros(U, dtype=np.int64),
+                    np.zeros(U, dtype=np.int64), np.zeros(n2, dtype=np.int64))
+        self._TD = tent()
+        self._TS = tent()
+
+    def _jit_select(self, tier, need, now):
+        J = self._jit
+        st = self.st
+        self.cand.flush()
+        self.ssd_heap.flush()
+        P, F = self._P, self._F
+        P[J.A_CWNOW] = self._cw(now)
+        P[J.A_NCKPT], P[J.A_NDEM], P[J.A_NDEM2] = self.n_ckpt, self.n_demanded, self.n_demanded_twice
+        F[J.F_CUR] = st.cur
+        S = (self._tf_a, self._tl_a, self._hits_a, self._sz_a, self.state_demands,
+             np.asarray(self.pop_p, dtype=np.float64), self._crc_a, self._crc_cum_a)
+        if tier == SSD:
+            plan, self._ssd_plan = self._ssd_plan, None
+            if plan is None:
+                plan = _NO_PLAN
+            ps = J.select_ssd_flat(*self._C, *S, P, F, self._K, *self.ssd_heap.tup, *self._TS, self._G,
+                                   int(need), float(now), plan)
+            out = [(p, DROP) for p in ps.tolist()]
+        else:
+            ps, acts, plan, short = J.select_dram_flat(*self._C, *S, P, F, self._K, *self.cand.tup,
+                                                       *self.ssd_heap.tup, *self._TD, *self._TS, self._G,
+                                                       int(need), float(now), int(st.cap[SSD] - st.used[SSD]))
+            if short:
+                st.shortfall = int(short)
+                out = []
+            else:
+                self._ssd_plan = plan if len(plan) else None
+                out = [(p, DEMOTE if a == 1 else DROP) for p, a in zip(ps.tolist(), acts.tolist())]
+        for i, name in enumerate(J.COUNTER_NAMES):
+            self.c[name] = int(self._K[i])
+        return out
+
     def counters(self):
+        if self._jit is not None:
+            self.cand.flush()
+            self.ssd_heap.flush()
         c = dict(self.c)
         c["stale_pops"] = self.cand.stale_pops + self.ssd_heap.stale_pops
         c["heap_rebuilds"] = self.cand.rebuilds + self.ssd_heap.rebuilds
@@ -749,6 +846,74 @@ class GandalfPolicy(Policy):
         c["states_demanded"] = self.n_demanded
         c["states_demanded_twice"] = self.n_demanded_twice
         return c
+
+
+_NO_PLAN = np.zeros(0, dtype=np.int64)
+
+
+def _load_jit(engine: str):
+    """The compiled kernels module for ``engine`` (auto: if numba imports), or None."""
+    if engine == "python":
+        return None
+    try:
+        _gandalf_jit = importlib.import_module("cluster_sim.policies._gandalf_jit")
+    except ImportError as e:
+        if engine == "numba":
+            raise ConfigError("policy.engine", f"numba is not available ({e}); install numba or use "
+                                               "policy.engine=python") from None
+        return None
+    return _gandalf_jit
+
+
+class _JitHeap:
+    """A lazy heap held in arrays for the compiled engine. Between selections the interpreter's
+    pushes and discards are queued (membership is kept current in ``mem``) and replayed in
+    order by the next kernel call, so the heap evolves exactly as a LazyHeap would."""
+
+    __slots__ = ("J", "tup", "mem", "meta", "_ops", "_items", "_keys")
+
+    def __init__(self, J, n: int):
+        from numba.typed import List
+
+        store = List()
+        store.append(np.empty((1024, 3), dtype=np.float64))
+        self.J = J
+        self.mem = np.zeros(n, dtype=np.uint8)
+        self.meta = np.zeros(J.N_META, dtype=np.int64)
+        self.tup = (store, np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.float64), self.mem, self.meta)
+        self._ops: list[int] = []
+        self._items: list[int] = []
+        self._keys: list[float] = []
+
+    def push(self, item: int, key: float, tie: int = 0) -> None:
+        self.mem[item] = 1
+        self._ops.append(1)
+        self._items.append(item)
+        self._keys.append(key)
+
+    def discard(self, item: int) -> None:
+        if self.mem[item]:
+            self.mem[item] = 0
+            self._ops.append(0)
+            self._items.append(item)
+            self._keys.append(0.0)
+
+    def __contains__(self, item: int) -> bool:
+        return bool(self.mem[item])
+
+    def flush(self) -> None:
+        if self._ops:
+            self.J.h_flush(*self.tup, np.asarray(self._ops, dtype=np.int64),
+                           np.asarray(self._items, dtype=np.int64), np.asarray(self._keys, dtype=np.float64))
+            self._ops, self._items, self._keys = [], [], []
+
+    @property
+    def stale_pops(self) -> int:
+        return int(self.meta[self.J.M_STALE])
+
+    @property
+    def rebuilds(self) -> int:
+        return int(self.meta[self.J.M_REBUILDS])
 
 
 class _VictimPool:

@@ -1,0 +1,841 @@
+"""Compiled victim selection for ``gandalf`` (numba): the same algorithm as the interpreted
+methods of :class:`~cluster_sim.policies.gandalf.GandalfPolicy`, step for step.
+
+``policy.engine=python`` runs the interpreted reference; ``numba`` (the default when numba
+is installed) runs these kernels. Both make the same decisions in the same order, with the
+same floating-point expressions, so results and decision counters are identical
+(``tests/test_gandalf_engine.py`` compares whole runs). docs/decisions.md item 30.
+
+Layout (no per-payload objects):
+
+* a *heap* is ``(store, kver, kkey, mem, meta)``: ``store[0]`` the entries, one row
+  ``(key, item, version)`` each (tie = item, as every Gandalf push uses), kept in a typed
+  list so a push can grow it; ``kver``/``kkey`` the live version and key per payload (0 =
+  absent); ``mem`` the membership the interpreter reads between selections; ``meta`` =
+  [length, last version, stale pops, rebuilds, live count]. Pops follow the total order
+  of ``(key, item, version)``, as :class:`~cluster_sim.cache.lazyheap.LazyHeap`'s do, and a
+  rebuild happens at the same moments (length > 2 x live + 64), so the counters agree too.
+* a *tentative* (:class:`~cluster_sim.policies.base.Tentative` plus the chosen set) is
+  arrays stamped with a generation: a value counts only when its stamp equals the current
+  generation, so a new tentative costs nothing to clear.
+* the interpreter's heap changes between selections (``on_enter`` and friends) are queued
+  and replayed, in order, at the start of the next kernel call.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+_INF = math.inf
+_EPS = 1e-9
+_MAX_RESCORE = 8
+_BUCKETS = 6
+_SLACK = 64
+
+# params (float64 array P)
+A_ALPHA, A_TAU, A_H, A_R0, A_T0, A_R0T0, A_G, A_HOST, A_SSDREAD, A_SSDLAT, A_CW, A_WAF, A_FEEPB, \
+    A_CWNOW, A_NCKPT, A_NDEM, A_NDEM2 = range(17)
+N_PARAMS = 17
+# flags (int64 array F)
+F_POP, F_HASSSD, F_STATIC, F_SHADOW, F_PEEK, F_ROOTSIDE, F_CUR = range(7)
+N_FLAGS = 7
+# counters (int64 array K), the order of GandalfPolicy.c's first eight keys
+K_DROPS_FA, K_DROPS_STATE, K_MOVES_FA, K_MOVES_STATE, K_MOVES_FREE, K_REJECTED, K_SSD_EVICTIONS, \
+    K_REPUSHES = range(8)
+COUNTER_NAMES = ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free",
+                 "admissions_rejected_by_fee", "ssd_evictions", "rescore_repushes")
+# heap meta
+M_LEN, M_NEXT, M_STALE, M_REBUILDS, M_LIVE = range(5)
+N_META = 5
+# action codes (policies.base: DROP = 0, DEMOTE = 1)
+DROP_CODE = 0
+DEMOTE_CODE = 1
+
+
+# ---------------------------------------------------------------------------- heap
+@njit(cache=True)
+def _less(E, i, j):
+    a = E[i, 0]
+    b = E[j, 0]
+    if a != b:
+        return a < b
+    a = E[i, 1]
+    b = E[j, 1]
+    if a != b:
+        return a < b
+    return E[i, 2] < E[j, 2]
+
+
+@njit(cache=True)
+def _sift_root(E, pos):
+    """Move the entry at ``pos`` toward the root (heapq._siftdown)."""
+    k, it, v = E[pos, 0], E[pos, 1], E[pos, 2]
+    while pos > 0:
+        par = (pos - 1) >> 1
+        pk = E[par, 0]
+        if k < pk or (k == pk and (it < E[par, 1] or (it == E[par, 1] and v < E[par, 2]))):
+            E[pos, 0] = pk
+            E[pos, 1] = E[par, 1]
+            E[pos, 2] = E[par, 2]
+            pos = par
+        else:
+            break
+    E[pos, 0] = k
+    E[pos, 1] = it
+    E[pos, 2] = v
+
+
+@njit(cache=True)
+def _sift_leaf(E, n, pos):
+    """Move the entry at ``pos`` toward the leaves."""
+    k, it, v = E[pos, 0], E[pos, 1], E[pos, 2]
+    while True:
+        ch = 2 * pos + 1
+        if ch >= n:
+            break
+        if ch + 1 < n and _less(E, ch + 1, ch):
+            ch += 1
+        ck = E[ch, 0]
+        if ck < k or (ck == k and (E[ch, 1] < it or (E[ch, 1] == it and E[ch, 2] < v))):
+            E[pos, 0] = ck
+            E[pos, 1] = E[ch, 1]
+            E[pos, 2] = E[ch, 2]
+            pos = ch
+        else:
+            break
+    E[pos, 0] = k
+    E[pos, 1] = it
+    E[pos, 2] = v
+
+
+@njit(cache=True)
+def _remove_top(E, meta):
+    n = meta[M_LEN] - 1
+    meta[M_LEN] = n
+    if n > 0:
+        E[0, 0] = E[n, 0]
+        E[0, 1] = E[n, 1]
+        E[0, 2] = E[n, 2]
+        _sift_leaf(E, n, 0)
+
+
+@njit(cache=True)
+def _rebuild(E, kver, meta):
+    n = meta[M_LEN]
+    m = 0
+    for i in range(n):
+        if kver[int(E[i, 1])] == int(E[i, 2]):
+            E[m, 0] = E[i, 0]
+            E[m, 1] = E[i, 1]
+            E[m, 2] = E[i, 2]
+            m += 1
+    meta[M_LEN] = m
+    for i in range(m // 2 - 1, -1, -1):
+        _sift_leaf(E, m, i)
+    meta[M_REBUILDS] += 1
+
+
+@njit(cache=True)
+def h_push(store, kver, kkey, mem, meta, item, key, jr, jon):
+    if jon:
+        if kver[item] != 0:
+            jr.append((float(item), 1.0, kkey[item]))
+        else:
+            jr.append((float(item), 0.0, 0.0))
+    meta[M_NEXT] += 1
+    v = meta[M_NEXT]
+    if kver[item] == 0:
+        meta[M_LIVE] += 1
+    kver[item] = v
+    kkey[item] = key
+    mem[item] = 1
+    E = store[0]
+    n = meta[M_LEN]
+    if n == E.shape[0]:
+        E2 = np.empty((2 * n + 16, 3), dtype=np.float64)
+        E2[:n] = E[:n]
+        store[0] = E2
+        E = E2
+    E[n, 0] = key
+    E[n, 1] = float(item)
+    E[n, 2] = float(v)
+    meta[M_LEN] = n + 1
+    _sift_root(E, n)
+    if meta[M_LEN] > 2 * meta[M_LIVE] + _SLACK:
+        _rebuild(E, kver, meta)
+
+
+@njit(cache=True)
+def h_discard(kver, kkey, mem, meta, item, jr, jon):
+    if kver[item] != 0:
+        if jon:
+            jr.append((float(item), 1.0, kkey[item]))
+        kver[item] = 0
+        meta[M_LIVE] -= 1
+    mem[item] = 0
+
+
+@njit(cache=True)
+def _clean_top(E, kver, meta):
+    while meta[M_LEN] > 0 and kver[int(E[0, 1])] != int(E[0, 2]):
+        _remove_top(E, meta)
+        meta[M_STALE] += 1
+
+
+@njit(cache=True)
+def h_peek(store, kver, meta):
+    """(found, key) of the minimum."""
+    E = store[0]
+    _clean_top(E, kver, meta)
+    if meta[M_LEN] == 0:
+        return False, 0.0
+    return True, E[0, 0]
+
+
+@njit(cache=True)
+def h_pop(store, kver, kkey, mem, meta, jr, jon):
+    """(found, key, item) of the minimum, removed."""
+    E = store[0]
+    _clean_top(E, kver, meta)
+    if meta[M_LEN] == 0:
+        return False, 0.0, -1
+    k = E[0, 0]
+    i = int(E[0, 1])
+    _remove_top(E, meta)
+    kver[i] = 0
+    meta[M_LIVE] -= 1
+    mem[i] = 0
+    if jon:
+        jr.append((float(i), 1.0, k))
+    return True, k, i
+
+
+@njit(cache=True)
+def h_undo(store, kver, kkey, mem, meta, jr):
+    for x in range(len(jr) - 1, -1, -1):
+        it, had, old = jr[x]
+        item = int(it)
+        if had == 0.0:
+            h_discard(kver, kkey, mem, meta, item, jr, False)
+        else:
+            h_push(store, kver, kkey, mem, meta, item, old, jr, False)
+
+
+@njit(cache=True)
+def h_flush(store, kver, kkey, mem, meta, ops, items, keys):
+    """Replay queued interpreter-side changes: op 1 = push, 0 = discard."""
+    jr = _new_journal()
+    for x in range(len(ops)):
+        if ops[x] == 1:
+            h_push(store, kver, kkey, mem, meta, items[x], keys[x], jr, False)
+        else:
+            h_discard(kver, kkey, mem, meta, items[x], jr, False)
+
+
+@njit(cache=True)
+def _new_journal():
+    jr = [(0.0, 0.0, 0.0)]
+    jr.pop()
+    return jr
+
+
+# ---------------------------------------------------------------------------- tentative
+# T = (cred, cred_g, creda, creda_g, chosen_g) ; gen: the current generation
+@njit(cache=True)
+def _cred(T, gen, c):
+    return T[0][c] if T[1][c] == gen else 0
+
+
+@njit(cache=True)
+def _creda(T, gen, c):
+    return T[2][c] if T[3][c] == gen else 0
+
+
+@njit(cache=True)
+def t_may_drop_last(T, gen, dany, c):
+    d = dany[c]
+    return d == 0 or d == _creda(T, gen, c)
+
+
+@njit(cache=True)
+def t_is_leaf(T, gen, dcnt, c):
+    d = dcnt[c]
+    return d == 0 or d == _cred(T, gen, c)
+
+
+@njit(cache=True)
+def t_chosen(T, gen, p):
+    return T[4][p] == gen
+
+
+@njit(cache=True)
+def t_take(T, gen, res, parent, dcnt, dany, bit, p, drop_last):
+    """Tentative.take: returns (credited ancestor in the tier or -1, parent or -1)."""
+    T[4][p] = gen
+    if p & 1:
+        return -1, -1
+    c = p >> 1
+    par = parent[c]
+    if par < 0:
+        return -1, -1
+    if drop_last:
+        T[2][par] = _creda(T, gen, par) + 1 + dany[c]
+        T[3][par] = gen
+    k = 1 + dcnt[c]
+    x = par
+    while x >= 0:
+        v = _cred(T, gen, x) + k
+        T[0][x] = v
+        T[1][x] = gen
+        if res[2 * x] & bit:
+            return x, par
+        if v != dcnt[x]:
+            return -1, par
+        k = v
+        x = parent[x]
+    return -1, par
+
+
+# ---------------------------------------------------------------------------- estimates
+# C = (res, pin, size, parent, depth, anchor, flat, dcnt_dram, dcnt_ssd, dany)
+# S = (t_first, t_last, hits, sz, state_demands, pop_p, crc, crc_cum)
+@njit(cache=True)
+def _fa_e0(S, P, F, p, tl):
+    if F[F_POP]:
+        if tl != tl:
+            return S[5][0]
+        h = S[2][p]
+        return S[5][h if h < _BUCKETS else _BUCKETS]
+    if tl != tl:
+        return P[A_R0] * P[A_H]
+    return (S[2][p] + P[A_R0T0]) / (tl - S[0][p] + P[A_T0]) * P[A_H]
+
+
+@njit(cache=True)
+def _rate(S, P, p):
+    tl = S[1][p]
+    if tl != tl:
+        return P[A_R0]
+    return (S[2][p] + P[A_R0T0]) / (tl - S[0][p] + P[A_T0])
+
+
+@njit(cache=True)
+def e_hits(S, P, F, p, now):
+    tl = S[1][p]
+    if tl != tl:
+        tl = now
+    decay = math.exp(-(now - tl) / P[A_TAU])
+    if not p & 1:
+        return _fa_e0(S, P, F, p, S[1][p]) * decay
+    c = p >> 1
+    k = S[4][c]
+    if k == 0:
+        prior = (P[A_NDEM] + 1.0) / (P[A_NCKPT] + 2.0)
+        return prior * decay
+    again = (P[A_NDEM2] + 1.0) / (P[A_NDEM] + 2.0)
+    est = again * decay
+    if k >= 2:
+        alt = _rate(S, P, p) * P[A_H] * decay
+        if alt > est:
+            est = alt
+    return est
+
+
+@njit(cache=True)
+def c_rc(C, S, p):
+    c = p >> 1
+    d = C[4][c]
+    crc = S[6]
+    if not p & 1:
+        return crc[d]
+    res = C[0]
+    a = C[5][c]
+    flat = C[6]
+    dm = 0
+    for i in range(d - 2, -1, -1):
+        if res[2 * flat[a + i] + 1]:
+            dm = i + 1
+            break
+    return S[7][d] - S[7][dm]
+
+
+@njit(cache=True)
+def _ld_ssd(P, sz):
+    return P[A_SSDLAT] + sz / P[A_SSDREAD] + sz / P[A_HOST]
+
+
+@njit(cache=True)
+def fee(C, S, P, p):
+    """α·W(p): zero with a valid SSD copy; α = ∞ means 'never pay'."""
+    if C[0][p] & 4:
+        return 0.0
+    if P[A_ALPHA] == _INF:
+        return _INF
+    return P[A_ALPHA] * P[A_CWNOW] * P[A_WAF] * S[3][p]
+
+
+@njit(cache=True)
+def _log_or_floor(v):
+    return math.log(v) if v > 0 else -1e300
+
+
+@njit(cache=True)
+def drop_key(C, S, P, F, p, now):
+    sz = S[3][p]
+    tl = S[1][p]
+    tau = P[A_TAU]
+    if not p & 1:
+        v = _fa_e0(S, P, F, p, tl) * P[A_G] * S[6][C[4][p >> 1]] / sz
+        if tl != tl:
+            tl = now
+        return _log_or_floor(v) + tl / tau
+    if tl != tl:
+        tl = now
+    v = e_hits(S, P, F, p, tl) * P[A_G] * c_rc(C, S, p) / sz
+    return _log_or_floor(v) + tl / tau
+
+
+@njit(cache=True)
+def ssd_key(C, S, P, F, p, now):
+    sz = S[3][p]
+    tl = S[1][p]
+    if tl != tl:
+        tl = now
+    loss = e_hits(S, P, F, p, tl) * P[A_G] * (c_rc(C, S, p) - _ld_ssd(P, sz))
+    if loss < 0.0:
+        loss = 0.0
+    key = (math.log(loss / sz) if loss > 0 else -1e300) + tl / P[A_TAU]
+    if C[0][p] != 4 and P[A_ALPHA] != _INF:
+        f = P[A_ALPHA] * P[A_CW] * P[A_WAF] * sz
+        cap = (math.log(f / sz) if f > 0 else -1e300) + now / P[A_TAU]
+        if cap < key:
+            key = cap
+    return key
+
+
+@njit(cache=True)
+def move_key(C, S, P, F, p, now):
+    sz = S[3][p]
+    if C[0][p] & 4:
+        f = 0.0
+    elif P[A_ALPHA] == _INF:
+        return _INF
+    elif F[F_STATIC]:
+        f = P[A_FEEPB] * sz
+    else:
+        f = fee(C, S, P, p)
+    if p & 1:
+        e = e_hits(S, P, F, p, now)
+    else:
+        tl = S[1][p]
+        e = _fa_e0(S, P, F, p, tl)
+        if tl == tl:
+            e *= math.exp((tl - now) / P[A_TAU])
+    return (f + e * P[A_G] * (P[A_SSDLAT] + sz / P[A_SSDREAD])) / sz
+
+
+@njit(cache=True)
+def cand_key(C, S, P, F, p, now):
+    jd = drop_key(C, S, P, F, p, now)
+    if not F[F_HASSSD]:
+        return jd
+    jm = move_key(C, S, P, F, p, now)
+    if jm != _INF:
+        jm = _log_or_floor(jm) + now / P[A_TAU]
+    return jd if jd < jm else jm
+
+
+# ---------------------------------------------------------------------------- victim pool
+# The cheapest SSD victims (per byte) for one DRAM selection: items (value, bytes, payload),
+# popped (key, payload) to restore, pst = [used, done] (GandalfPolicy's _VictimPool).
+@njit(cache=True)
+def _pool_more(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr):
+    if pst[1] or len(items) >= F[F_PEEK] + pst[0]:
+        return False
+    res = C[0]
+    pin = C[1]
+    parent = C[3]
+    dcs = C[8]
+    dany = C[9]
+    cur = F[F_CUR]
+    store, kver, kkey, mem, meta = HS
+    while True:
+        ok, key, p = h_pop(store, kver, kkey, mem, meta, jr, True)
+        if not ok:
+            pst[1] = 1
+            return False
+        if not res[p] & 4:
+            continue
+        if not p & 1 and res[p] == 4 and not t_may_drop_last(TS, gs, dany, p >> 1):
+            continue
+        if pin[p] == cur:
+            popped.append((key, p))
+            continue
+        fresh = ssd_key(C, S, P, F, p, now)
+        if fresh > key + _EPS * max(1.0, abs(key)):
+            found, nk = h_peek(store, kver, meta)
+            if found and fresh > nk:
+                h_push(store, kver, kkey, mem, meta, p, fresh, jr, True)
+                continue
+        popped.append((fresh, p))
+        _, par = t_take(TS, gs, res, parent, dcs, dany, 4, p, res[p] == 4 and not p & 1)
+        if par >= 0:
+            q = 2 * par
+            if res[q] == 4 and kver[q] == 0 and pin[q] != cur and t_may_drop_last(TS, gs, dany, par):
+                h_push(store, kver, kkey, mem, meta, q, ssd_key(C, S, P, F, q, now), jr, True)
+        sz = C[2][p]
+        v = math.exp(fresh - now / P[A_TAU]) * sz if fresh > -1e299 else 0.0
+        items.append((v, sz, p))
+        return True
+
+
+@njit(cache=True)
+def _pool_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr, short):
+    total_b = 0
+    total_v = 0.0
+    i = pst[0]
+    shadow = F[F_SHADOW]
+    while total_b < short:
+        if i >= len(items) and not _pool_more(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr):
+            if shadow and total_b > 0:
+                v, b, _ = items[i - 1]
+                return total_v + (short - total_b) * v / b, short
+            return _INF, 0
+        v, b, _ = items[i]
+        if shadow:
+            return (v / b) * short, short
+        total_b += b
+        total_v += v
+        i += 1
+    return total_v, total_b
+
+
+@njit(cache=True)
+def _pool_consume(items, pst, vbytes):
+    got = 0
+    while got < vbytes and pst[0] < len(items):
+        got += items[pst[0]][1]
+        pst[0] += 1
+
+
+@njit(cache=True)
+def _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr, p, ssd_free):
+    """(J_move/S, fee, L_vict, victim bytes) with the SSD as tentatively changed."""
+    sz = S[3][p]
+    e = e_hits(S, P, F, p, now)
+    load = e * P[A_G] * (_ld_ssd(P, sz) - sz / P[A_HOST])
+    if C[0][p] & 4:
+        return load / sz, 0.0, 0.0, 0
+    f = fee(C, S, P, p)
+    if f == _INF:
+        return _INF, f, 0.0, 0
+    short = int(sz) - ssd_free
+    if short <= 0:
+        return (f + load) / sz, f, 0.0, 0
+    lv, vb = _pool_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr, short)
+    if lv == _INF:
+        return _INF, f, lv, 0
+    return (f + lv + load) / sz, f, lv, vb
+
+
+# ---------------------------------------------------------------------------- DRAM selection
+@njit(cache=True)
+def _drop_ok(C, TD, gd, p):
+    """1 (yes), 2 (blocked only by this selection's choices) or 0."""
+    if p & 1:
+        return 1
+    c = p >> 1
+    d = C[7][c]
+    cr = _cred(TD, gd, c)
+    if d and d != cr:
+        return 2 if cr else 0
+    if C[0][p] == 2:
+        da = C[9][c]
+        ca = _creda(TD, gd, c)
+        if da and da != ca:
+            return 2 if ca else 0
+    return 1
+
+
+@njit(cache=True)
+def _move_ok(C, F, TD, gd, p):
+    if p & 1:
+        return 1
+    c = p >> 1
+    d = C[7][c]
+    cr = _cred(TD, gd, c)
+    if d and d != cr:
+        return 2 if cr else 0
+    if F[F_ROOTSIDE]:
+        par = C[3][c]
+        if par >= 0 and not C[0][2 * par] & 4:
+            return 2
+    return 1
+
+
+@njit(cache=True)
+def _new_pairs():
+    x = [(0.0, 0)]
+    x.pop()
+    return x
+
+
+@njit(cache=True)
+def _new_items():
+    x = [(0.0, 0, 0)]
+    x.pop()
+    return x
+
+
+@njit(cache=True)
+def _new_ints():
+    x = [0]
+    x.pop()
+    return x
+
+
+@njit(cache=True)
+def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
+    """GandalfPolicy._select_dram. Returns (payloads, actions, SSD plan, shortfall); the
+    shortfall is > 0 (and nothing chosen, every heap change undone) if ``need`` cannot be freed."""
+    res = C[0]
+    pin = C[1]
+    parent = C[3]
+    dcd = C[7]
+    dany = C[9]
+    G[0] += 1
+    gd = G[0]
+    G[1] += 1
+    gs = G[1]
+    store, kver, kkey, mem, meta = HC
+    jrc = _new_journal()
+    jrs = _new_journal()
+    outp = _new_ints()
+    outa = _new_ints()
+    aside = _new_pairs()
+    items = _new_items()
+    popped = _new_pairs()
+    pst = np.zeros(2, dtype=np.int64)
+    tau = P[A_TAU]
+    tnow = now / tau
+    has_ssd = F[F_HASSSD]
+    cur = F[F_CUR]
+    sz_of = S[3]
+    k0 = K.copy()
+    freed = 0
+    tries = 0
+    while freed < need:
+        ok, key, p = h_pop(store, kver, kkey, mem, meta, jrc, True)
+        if not ok:
+            break
+        if not res[p] & 2:
+            continue
+        if pin[p] == cur or t_chosen(TD, gd, p):
+            aside.append((key, p))
+            continue
+        dok = _drop_ok(C, TD, gd, p)
+        mok = _move_ok(C, F, TD, gd, p) if has_ssd else 0
+        if dok != 1 and mok != 1:
+            if dok == 2 or mok == 2:
+                aside.append((key, p))
+            continue
+        sz = sz_of[p]
+        jd = math.exp(drop_key(C, S, P, F, p, now) - tnow) if dok == 1 else _INF
+        jm_none = True
+        jm = 0.0
+        pf = 0.0
+        pl = 0.0
+        pv = 0
+        if mok == 1:
+            jm, pf, pl, pv = _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jrs, p, ssd_free)
+            jm_none = False
+        free_move = (not jm_none) and jm != _INF and pf == 0.0 and pl == 0.0
+        best = jd if (jm_none or jd <= jm) else jm
+        if not free_move and tries < _MAX_RESCORE:
+            fresh = _log_or_floor(best) + tnow if best != _INF else _INF
+            if fresh > key + _EPS * max(1.0, abs(key)):
+                found, nk = h_peek(store, kver, meta)
+                if found and fresh > nk:
+                    tries += 1
+                    K[K_REPUSHES] += 1
+                    h_push(store, kver, kkey, mem, meta, p, fresh, jrc, True)
+                    continue
+        tries = 0
+        if best == _INF and not free_move:
+            if dok == 2:
+                aside.append((key, p))
+            continue
+        if free_move or ((not jm_none) and jm < jd):
+            if not res[p] & 4:
+                ssd_free -= int(sz)
+                _pool_consume(items, pst, pv)
+                ssd_free += pv
+            y, _ = t_take(TD, gd, res, parent, dcd, dany, 2, p, False)
+            outp.append(p)
+            outa.append(DEMOTE_CODE)
+        else:
+            if (not jm_none) and pf > 0:
+                K[K_REJECTED] += 1
+            y, _ = t_take(TD, gd, res, parent, dcd, dany, 2, p, res[p] == 2 and not p & 1)
+            outp.append(p)
+            outa.append(DROP_CODE)
+        freed += int(sz)
+        if y >= 0:
+            q = 2 * y
+            if not (kver[q] != 0 or not res[q] & 2 or pin[q] == cur or t_chosen(TD, gd, q)
+                    or not t_is_leaf(TD, gd, dcd, y)):
+                h_push(store, kver, kkey, mem, meta, q, cand_key(C, S, P, F, q, now), jrc, True)
+    n = len(outp)
+    if freed < need:
+        h_undo(store, kver, kkey, mem, meta, jrc)
+        s2, kv2, kk2, m2, me2 = HS
+        h_undo(s2, kv2, kk2, m2, me2, jrs)
+        K[:] = k0
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), need - freed
+    for x in range(len(aside)):
+        key, p = aside[x]
+        if not t_chosen(TD, gd, p) and res[p] & 2:
+            h_push(store, kver, kkey, mem, meta, p, key, jrc, False)
+    s2, kv2, kk2, m2, me2 = HS
+    for x in range(len(popped)):
+        key, p = popped[x]
+        if res[p] & 4:
+            h_push(s2, kv2, kk2, m2, me2, p, key, jrs, False)
+    plan = np.empty(pst[0], dtype=np.int64)
+    for x in range(pst[0]):
+        plan[x] = items[x][2]
+    op = np.empty(n, dtype=np.int64)
+    oa = np.empty(n, dtype=np.int64)
+    for x in range(n):
+        p = outp[x]
+        a = outa[x]
+        op[x] = p
+        oa[x] = a
+        h_discard(kver, kkey, mem, meta, p, jrc, False)
+        if a == DEMOTE_CODE:
+            K[K_MOVES_STATE if p & 1 else K_MOVES_FA] += 1
+            if res[p] & 4:
+                K[K_MOVES_FREE] += 1
+        else:
+            K[K_DROPS_STATE if p & 1 else K_DROPS_FA] += 1
+    return op, oa, plan, 0
+
+
+# ---------------------------------------------------------------------------- SSD selection
+@njit(cache=True)
+def _take_plan(C, K, HS, TS, G, F, plan, need):
+    res = C[0]
+    pin = C[1]
+    size = C[2]
+    cur = F[F_CUR]
+    G[1] += 1
+    gs = G[1]
+    out = _new_ints()
+    freed = 0
+    for x in range(len(plan)):
+        p = plan[x]
+        if freed >= need:
+            break
+        if not res[p] & 4 or pin[p] == cur or t_chosen(TS, gs, p):
+            continue
+        if not p & 1 and res[p] == 4 and not t_may_drop_last(TS, gs, C[9], p >> 1):
+            continue
+        t_take(TS, gs, res, C[3], C[8], C[9], 4, p, res[p] == 4 and not p & 1)
+        out.append(p)
+        freed += size[p]
+    if freed < need:
+        return np.zeros(0, np.int64)
+    store, kver, kkey, mem, meta = HS
+    jr = _new_journal()
+    op = np.empty(len(out), dtype=np.int64)
+    for x in range(len(out)):
+        op[x] = out[x]
+        h_discard(kver, kkey, mem, meta, out[x], jr, False)
+    K[K_SSD_EVICTIONS] += len(out)
+    return op
+
+
+@njit(cache=True)
+def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
+    """GandalfPolicy._select_ssd (after taking ``plan``, the last DRAM selection's victims, if
+    they suffice). Returns the payloads to drop; empty if ``need`` cannot be freed."""
+    if len(plan):
+        out = _take_plan(C, K, HS, TS, G, F, plan, need)
+        if len(out):
+            return out
+    res = C[0]
+    pin = C[1]
+    size = C[2]
+    dany = C[9]
+    cur = F[F_CUR]
+    G[1] += 1
+    gs = G[1]
+    store, kver, kkey, mem, meta = HS
+    jr = _new_journal()
+    outl = _new_ints()
+    aside = _new_pairs()
+    k0 = K.copy()
+    freed = 0
+    while freed < need:
+        ok, key, p = h_pop(store, kver, kkey, mem, meta, jr, True)
+        if not ok:
+            break
+        if not res[p] & 4 or pin[p] == cur or t_chosen(TS, gs, p):
+            if res[p] & 4:
+                aside.append((key, p))
+            continue
+        if not p & 1 and res[p] == 4 and not t_may_drop_last(TS, gs, dany, p >> 1):
+            if _creda(TS, gs, p >> 1):
+                aside.append((key, p))
+            continue
+        fresh = ssd_key(C, S, P, F, p, now)
+        found, nk = h_peek(store, kver, meta)
+        if fresh > key + _EPS * max(1.0, abs(key)) and found and fresh > nk:
+            K[K_REPUSHES] += 1
+            h_push(store, kver, kkey, mem, meta, p, fresh, jr, True)
+            continue
+        _, par = t_take(TS, gs, res, C[3], C[8], dany, 4, p, res[p] == 4 and not p & 1)
+        outl.append(p)
+        freed += size[p]
+        if par >= 0:
+            q = 2 * par
+            if res[q] == 4 and kver[q] == 0 and pin[q] != cur and t_may_drop_last(TS, gs, dany, par):
+                h_push(store, kver, kkey, mem, meta, q, ssd_key(C, S, P, F, q, now), jr, True)
+    if freed < need:
+        h_undo(store, kver, kkey, mem, meta, jr)
+        K[:] = k0
+        return np.zeros(0, np.int64)
+    for x in range(len(aside)):
+        key, p = aside[x]
+        if not t_chosen(TS, gs, p):
+            h_push(store, kver, kkey, mem, meta, p, key, jr, False)
+    op = np.empty(len(outl), dtype=np.int64)
+    for x in range(len(outl)):
+        op[x] = outl[x]
+        h_discard(kver, kkey, mem, meta, outl[x], jr, False)
+    K[K_SSD_EVICTIONS] += len(outl)
+    return op
+
+
+# ---------------------------------------------------------------------------- entry points
+# Flat arguments: the dispatcher types plain arrays in C, tuples of arrays in Python (slow).
+@njit(cache=True)
+def select_dram_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
+                     tf, tl, hits, sz, sdem, popp, crc, crcc, P, F, K,
+                     cs, ckv, ckk, cmem, cmeta, ss, skv, skk, smem, smeta,
+                     td0, td1, td2, td3, td4, ts0, ts1, ts2, ts3, ts4, G, need, now, ssd_free):
+    C = (res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany)
+    S = (tf, tl, hits, sz, sdem, popp, crc, crcc)
+    return select_dram(C, S, P, F, K, (cs, ckv, ckk, cmem, cmeta), (ss, skv, skk, smem, smeta),
+                       (td0, td1, td2, td3, td4), (ts0, ts1, ts2, ts3, ts4), G, need, now, ssd_free)
+
+
+@njit(cache=True)
+def select_ssd_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
+                    tf, tl, hits, sz, sdem, popp, crc, crcc, P, F, K,
+                    ss, skv, skk, smem, smeta, ts0, ts1, ts2, ts3, ts4, G, need, now, plan):
+    C = (res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany)
+    S = (tf, tl, hits, sz, sdem, popp, crc, crcc)
+    return select_ssd(C, S, P, F, K, (ss, skv, skk, smem, smeta), (ts0, ts1, ts2, ts3, ts4), G, need, now, plan)

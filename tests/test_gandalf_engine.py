@@ -1,0 +1,99 @@
+"""Gandalf's compiled engine (numba) against the interpreted reference: the same decisions,
+counters and results, on random workloads and on whole runs of the bundled default."""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import cluster_sim
+from cluster_sim.errors import ConfigError
+from cluster_sim.model import load_model
+from cluster_sim.policies.base import make_policy
+
+from simhelpers import branching_paths, make_node, trace_from_paths
+
+pytest.importorskip("numba", reason="numba is a dependency; the compiled engine needs it")
+
+PARAMS = [{}, {"alpha": 0}, {"alpha": "inf"}, {"victim_loss": "shadow_price", "victim_peek": 2},
+          {"reuse": "population", "objective": "chunks"}, {"wear_price": "budget_pressure", "tau_s": 5.0},
+          {"moveset": "root_side"}, {"alpha": 4, "tau_s": 30.0, "reuse": "population"}]
+
+
+def _replay(tr, model, params, engine, caps):
+    F = model.fa_bytes(256)
+    S = model.state_bytes(256) if model.has_state else 0
+    unit = F + S // 3
+    node = make_node(tr, model, policy="gandalf", policy_params={**params, "engine": engine},
+                     hbm_cache_bytes=caps[0] * unit, dram_bytes=caps[1] * unit, ssd_bytes=caps[2] * unit)
+    recs = []
+    for i in range(tr.n_requests):
+        recs.append(node.process(tr.path(i), int(tr.input_tokens[i]), float(tr.arrival_s[i])))
+        node.st.check_invariants()
+    node.finish()
+    return node, recs
+
+
+@st.composite
+def workloads(draw):
+    paths = branching_paths(draw)
+    model = draw(st.sampled_from(["qwen3_next_80b_a3b", "llama3_1_70b", "kimi_linear_48b_a3b"]))
+    mode = draw(st.sampled_from(["last", "last_and_branch", "every_chunk"]))
+    caps = [draw(st.integers(0, 3)), draw(st.integers(1, 10)), draw(st.integers(0, 14))]
+    gaps = draw(st.lists(st.floats(0.0, 400.0), min_size=len(paths), max_size=len(paths)))
+    return paths, model, mode, caps, draw(st.sampled_from(PARAMS)), np.cumsum(gaps).tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(workloads())
+def test_compiled_engine_decides_exactly_as_the_reference(w):
+    paths, model_name, mode, caps, params, arrivals = w
+    model = load_model(model_name, state_checkpoints=mode)
+    tr = trace_from_paths(paths, arrivals=arrivals)
+    ref, ref_recs = _replay(tr, model, params, "python", caps)
+    jit, jit_recs = _replay(tr, model, params, "numba", caps)
+    assert jit.policy._jit is not None and ref.policy._jit is None
+    assert jit_recs == ref_recs
+    assert np.array_equal(jit.st.res, ref.st.res)
+    assert jit.policy.counters() == ref.policy.counters()
+
+
+@pytest.mark.parametrize("overrides", [[], ["policy.reuse=population"], ["policy.alpha=4", "policy.tau_s=60"],
+                                       ["policy.victim_loss=shadow_price", "policy.wear_price=budget_pressure"]])
+def test_compiled_engine_gives_the_same_run_on_the_default_trace(overrides):
+    def run(engine):
+        cfg = cluster_sim.compose(["policy=gandalf", f"policy.engine={engine}", "tracking.enabled=false",
+                                   "hardware.hbm_cache_bytes=1GB", "hardware.dram_bytes=4GB", "hardware.ssd_bytes=24GB",
+                                   *overrides])
+        s = cluster_sim.run(cfg, write=False)
+        drop = ("wall", "per_s")
+        fleet = {k: v for k, v in s.fleet.items() if not any(d in k for d in drop)}
+        nodes = [{k: v for k, v in n.items() if not any(d in k for d in drop)} for n in s.nodes]
+        return fleet, nodes
+    ref = run("python")
+    assert ref[0]["policy.gandalf.drops_fa"] > 0          # the run exercises the DRAM selection
+    if not overrides:
+        assert ref[0]["policy.gandalf.ssd_evictions"] > 0     # and, at α = 1, the SSD's
+    assert run("numba") == ref
+
+
+def test_engine_setting_is_checked_and_missing_numba_is_named(monkeypatch):
+    with pytest.raises(ConfigError, match="policy.engine"):
+        make_policy("gandalf", {"engine": "cython"})
+    real_import = builtins.__import__
+
+    def no_numba(name, *a, **k):
+        if name == "numba" or name.startswith("numba."):
+            raise ImportError("No module named 'numba'")
+        return real_import(name, *a, **k)
+
+    import sys
+    monkeypatch.delitem(sys.modules, "cluster_sim.policies._gandalf_jit", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_numba)
+    tr = trace_from_paths([[1, 2], [1, 3]])
+    with pytest.raises(ConfigError, match="policy.engine.*numba"):
+        make_node(tr, policy="gandalf", policy_params={"engine": "numba"}, dram_bytes="1GB", ssd_bytes="1TB")
+    node = make_node(tr, policy="gandalf", policy_params={"engine": "auto"}, dram_bytes="1GB", ssd_bytes="1TB")
+    assert node.policy._jit is None                      # auto falls back to the interpreted engine
