@@ -862,6 +862,13 @@ def _load_jit(engine: str):
             raise ConfigError("policy.engine", f"numba is not available ({e}); install numba or use "
                                                "policy.engine=python") from None
         return None
+    from pathlib import Path
+    import sys
+
+    cache = Path(_gandalf_jit.__file__).parent / "__pycache__"
+    if not any(cache.glob("_gandalf_jit.*.nbi")):
+        print("cluster_sim: compiling Gandalf's victim selection (numba; once per install, about 30 s)",
+              file=sys.stderr)
     return _gandalf_jit
 
 
