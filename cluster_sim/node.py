@@ -23,13 +23,11 @@ Data movement (§4), in the order the node applies it:
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .cache.state import BIT, DEMOTE, DRAM, DROP, HBM, NO_TIER, SSD, CacheState
 from .metrics import NodeStats
-from .policies.base import FutureStream, NodeContext, Policy, RequestMeta, lru_select
+from .policies.base import NodeContext, Policy, RequestMeta, lru_select
 
 _TIER_KEYS = ("hbm", "dram", "ssd")
 

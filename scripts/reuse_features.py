@@ -49,14 +49,12 @@ def auc(score: np.ndarray, label: np.ndarray) -> float:
     order = np.argsort(score, kind="mergesort")
     s = score[order]
     ranks = np.empty(len(s))
-    i = 0
     # mean rank per run of ties
     change = np.flatnonzero(np.diff(s)) + 1
     starts = np.concatenate([[0], change])
     ends = np.concatenate([change, [len(s)]])
     for a, b in zip(starts.tolist(), ends.tolist()):
         ranks[a:b] = (a + b - 1) / 2.0 + 1
-        i = b
     r = np.empty(len(s))
     r[order] = ranks
     return float((r[label].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
@@ -124,7 +122,6 @@ def main():
     }
     sid = tr.session_id
     if (sid >= 0).any():
-        s_req = sid[req]
         # requests of the session so far and the gap to the session's previous request
         turns = np.zeros(n)
         gap = np.full(n, 1e9)

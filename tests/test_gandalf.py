@@ -6,7 +6,6 @@ import math
 import pytest
 
 import cluster_sim
-from cluster_sim.cache import DRAM, SSD
 from cluster_sim.model import load_model
 
 from simhelpers import make_node, trace_from_paths

@@ -90,10 +90,16 @@ def test_engine_setting_is_checked_and_missing_numba_is_named(monkeypatch):
         return real_import(name, *a, **k)
 
     import sys
+    from cluster_sim.policies import gandalf
+
     monkeypatch.delitem(sys.modules, "cluster_sim.policies._gandalf_jit", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_numba)
-    tr = trace_from_paths([[1, 2], [1, 3]])
-    with pytest.raises(ConfigError, match="policy.engine.*numba"):
-        make_node(tr, policy="gandalf", policy_params={"engine": "numba"}, dram_bytes="1GB", ssd_bytes="1TB")
-    node = make_node(tr, policy="gandalf", policy_params={"engine": "auto"}, dram_bytes="1GB", ssd_bytes="1TB")
-    assert node.policy._jit is None                      # auto falls back to the interpreted engine
+    gandalf._import_jit.cache_clear()                    # the import is tried once per process
+    try:
+        tr = trace_from_paths([[1, 2], [1, 3]])
+        with pytest.raises(ConfigError, match="policy.engine.*numba"):
+            make_node(tr, policy="gandalf", policy_params={"engine": "numba"}, dram_bytes="1GB", ssd_bytes="1TB")
+        node = make_node(tr, policy="gandalf", policy_params={"engine": "auto"}, dram_bytes="1GB", ssd_bytes="1TB")
+        assert node.policy._jit is None                  # auto falls back to the interpreted engine
+    finally:
+        gandalf._import_jit.cache_clear()

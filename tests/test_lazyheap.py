@@ -1,8 +1,6 @@
 """Lazy-heap invariants under property tests."""
 from __future__ import annotations
 
-import heapq
-
 from hypothesis import given, strategies as st
 
 from cluster_sim.cache.lazyheap import LazyHeap

@@ -28,6 +28,8 @@ import math
 import numpy as np
 from numba import njit
 
+from ..cache.state import DEMOTE, DROP
+
 _INF = math.inf
 _EPS = 1e-9
 _MAX_RESCORE = 8
@@ -41,31 +43,31 @@ N_PARAMS = 17
 # flags (int64 array F)
 F_POP, F_HASSSD, F_STATIC, F_SHADOW, F_PEEK, F_ROOTSIDE, F_CUR = range(7)
 N_FLAGS = 7
-# counters (int64 array K), the order of GandalfPolicy.c's first eight keys
+# counters (int64 array K), in the order of gandalf.COUNTERS
 K_DROPS_FA, K_DROPS_STATE, K_MOVES_FA, K_MOVES_STATE, K_MOVES_FREE, K_REJECTED, K_SSD_EVICTIONS, \
     K_REPUSHES = range(8)
-COUNTER_NAMES = ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free",
-                 "admissions_rejected_by_fee", "ssd_evictions", "rescore_repushes")
 # heap meta
 M_LEN, M_NEXT, M_STALE, M_REBUILDS, M_LIVE = range(5)
 N_META = 5
-# action codes (policies.base: DROP = 0, DEMOTE = 1)
-DROP_CODE = 0
-DEMOTE_CODE = 1
 
 
 # ---------------------------------------------------------------------------- heap
 @njit(cache=True)
-def _less(E, i, j):
-    a = E[i, 0]
-    b = E[j, 0]
-    if a != b:
-        return a < b
-    a = E[i, 1]
-    b = E[j, 1]
-    if a != b:
-        return a < b
-    return E[i, 2] < E[j, 2]
+def _before(k, it, v, E, j):
+    """(key, item, version) ``(k, it, v)`` orders before row ``j``."""
+    ek = E[j, 0]
+    if k != ek:
+        return k < ek
+    if it != E[j, 1]:
+        return it < E[j, 1]
+    return v < E[j, 2]
+
+
+@njit(cache=True)
+def _put(E, i, k, it, v):
+    E[i, 0] = k
+    E[i, 1] = it
+    E[i, 2] = v
 
 
 @njit(cache=True)
@@ -74,40 +76,28 @@ def _sift_root(E, pos):
     k, it, v = E[pos, 0], E[pos, 1], E[pos, 2]
     while pos > 0:
         par = (pos - 1) >> 1
-        pk = E[par, 0]
-        if k < pk or (k == pk and (it < E[par, 1] or (it == E[par, 1] and v < E[par, 2]))):
-            E[pos, 0] = pk
-            E[pos, 1] = E[par, 1]
-            E[pos, 2] = E[par, 2]
-            pos = par
-        else:
+        if not _before(k, it, v, E, par):
             break
-    E[pos, 0] = k
-    E[pos, 1] = it
-    E[pos, 2] = v
+        _put(E, pos, E[par, 0], E[par, 1], E[par, 2])
+        pos = par
+    _put(E, pos, k, it, v)
 
 
 @njit(cache=True)
 def _sift_leaf(E, n, pos):
-    """Move the entry at ``pos`` toward the leaves."""
+    """Move the entry at ``pos`` toward the leaves (entries are distinct: versions are unique)."""
     k, it, v = E[pos, 0], E[pos, 1], E[pos, 2]
     while True:
         ch = 2 * pos + 1
         if ch >= n:
             break
-        if ch + 1 < n and _less(E, ch + 1, ch):
+        if ch + 1 < n and _before(E[ch + 1, 0], E[ch + 1, 1], E[ch + 1, 2], E, ch):
             ch += 1
-        ck = E[ch, 0]
-        if ck < k or (ck == k and (E[ch, 1] < it or (E[ch, 1] == it and E[ch, 2] < v))):
-            E[pos, 0] = ck
-            E[pos, 1] = E[ch, 1]
-            E[pos, 2] = E[ch, 2]
-            pos = ch
-        else:
+        if _before(k, it, v, E, ch):
             break
-    E[pos, 0] = k
-    E[pos, 1] = it
-    E[pos, 2] = v
+        _put(E, pos, E[ch, 0], E[ch, 1], E[ch, 2])
+        pos = ch
+    _put(E, pos, k, it, v)
 
 
 @njit(cache=True)
@@ -115,9 +105,7 @@ def _remove_top(E, meta):
     n = meta[M_LEN] - 1
     meta[M_LEN] = n
     if n > 0:
-        E[0, 0] = E[n, 0]
-        E[0, 1] = E[n, 1]
-        E[0, 2] = E[n, 2]
+        _put(E, 0, E[n, 0], E[n, 1], E[n, 2])
         _sift_leaf(E, n, 0)
 
 
@@ -127,9 +115,7 @@ def _rebuild(E, kver, meta):
     m = 0
     for i in range(n):
         if kver[int(E[i, 1])] == int(E[i, 2]):
-            E[m, 0] = E[i, 0]
-            E[m, 1] = E[i, 1]
-            E[m, 2] = E[i, 2]
+            _put(E, m, E[i, 0], E[i, 1], E[i, 2])
             m += 1
     meta[M_LEN] = m
     for i in range(m // 2 - 1, -1, -1):
@@ -158,9 +144,7 @@ def h_push(store, kver, kkey, mem, meta, item, key, jr, jon):
         E2[:n] = E[:n]
         store[0] = E2
         E = E2
-    E[n, 0] = key
-    E[n, 1] = float(item)
-    E[n, 2] = float(v)
+    _put(E, n, key, float(item), float(v))
     meta[M_LEN] = n + 1
     _sift_root(E, n)
     if meta[M_LEN] > 2 * meta[M_LIVE] + _SLACK:
@@ -674,13 +658,13 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
                 ssd_free += pv
             y, _ = t_take(TD, gd, res, parent, dcd, dany, 2, p, False)
             outp.append(p)
-            outa.append(DEMOTE_CODE)
+            outa.append(DEMOTE)
         else:
             if (not jm_none) and pf > 0:
                 K[K_REJECTED] += 1
             y, _ = t_take(TD, gd, res, parent, dcd, dany, 2, p, res[p] == 2 and not p & 1)
             outp.append(p)
-            outa.append(DROP_CODE)
+            outa.append(DROP)
         freed += int(sz)
         if y >= 0:
             q = 2 * y
@@ -714,7 +698,7 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
         op[x] = p
         oa[x] = a
         h_discard(kver, kkey, mem, meta, p, jrc, False)
-        if a == DEMOTE_CODE:
+        if a == DEMOTE:
             K[K_MOVES_STATE if p & 1 else K_MOVES_FA] += 1
             if res[p] & 4:
                 K[K_MOVES_FREE] += 1

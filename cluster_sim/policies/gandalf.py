@@ -38,22 +38,27 @@ up its parent) and journals its heap changes, undone if it cannot free enough.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import math
+import sys
 from collections import deque
+from pathlib import Path
 
 import numpy as np
 
 from ..cache.lazyheap import LazyHeap
-from ..cache.state import BIT
 from ..errors import ConfigError
-from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, lru_select, num_param
+from .base import DEMOTE, DRAM, DROP, SSD, Policy, Tentative, lru_select, num_param
 
 _INF = float("inf")
 _NAN = float("nan")
 _BUCKETS = 6          # reuse=population: earlier touches 0, 1, ..., 5, 6+
 _EPS = 1e-9
 _MAX_RESCORE = 8
+# decision counters; the compiled engine keeps them in an array in this order (_gandalf_jit.K_*)
+COUNTERS = ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free", "admissions_rejected_by_fee",
+            "ssd_evictions", "rescore_repushes")
 
 
 class GandalfPolicy(Policy):
@@ -101,8 +106,7 @@ class GandalfPolicy(Policy):
             raise ConfigError("policy.engine", f"must be auto, numba or python, got {engine!r}")
         self.engine = engine
         self.r0T0 = self.r0 * self.T0
-        self.c = {k: 0 for k in ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free",
-                                 "admissions_rejected_by_fee", "ssd_evictions", "rescore_repushes")}
+        self.c = dict.fromkeys(COUNTERS, 0)
 
     # ------------------------------------------------------------------ setup
     def bind(self, ctx) -> None:
@@ -794,7 +798,7 @@ class GandalfPolicy(Policy):
         F[J.F_SHADOW] = self.victim_loss == "shadow_price"
         F[J.F_PEEK] = self.victim_peek
         F[J.F_ROOTSIDE] = self.moveset == "root_side"
-        self._K = np.zeros(len(J.COUNTER_NAMES), dtype=np.int64)
+        self._K = np.zeros(len(COUNTERS), dtype=np.int64)
         self._G = np.zeros(2, dtype=np.int64)
 
         def tent():
@@ -830,9 +834,8 @@ class GandalfPolicy(Policy):
                 out = []
             else:
                 self._ssd_plan = plan if len(plan) else None
-                out = [(p, DEMOTE if a == 1 else DROP) for p, a in zip(ps.tolist(), acts.tolist())]
-        for i, name in enumerate(J.COUNTER_NAMES):
-            self.c[name] = int(self._K[i])
+                out = list(zip(ps.tolist(), acts.tolist()))        # actions are DROP / DEMOTE
+        self.c.update(zip(COUNTERS, self._K.tolist()))
         return out
 
     def counters(self):
@@ -855,21 +858,25 @@ def _load_jit(engine: str):
     """The compiled kernels module for ``engine`` (auto: if numba imports), or None."""
     if engine == "python":
         return None
-    try:
-        _gandalf_jit = importlib.import_module("cluster_sim.policies._gandalf_jit")
-    except ImportError as e:
-        if engine == "numba":
-            raise ConfigError("policy.engine", f"numba is not available ({e}); install numba or use "
-                                               "policy.engine=python") from None
-        return None
-    from pathlib import Path
-    import sys
+    J, err = _import_jit()
+    if J is None and engine == "numba":
+        raise ConfigError("policy.engine", f"numba is not available ({err}); install numba or use "
+                                           "policy.engine=python")
+    return J
 
-    cache = Path(_gandalf_jit.__file__).parent / "__pycache__"
-    if not any(cache.glob("_gandalf_jit.*.nbi")):
+
+@functools.cache
+def _import_jit():
+    """(kernels module, None) or (None, the import error); once per process, with a notice
+    when the kernels have not been compiled yet."""
+    try:
+        J = importlib.import_module("cluster_sim.policies._gandalf_jit")
+    except ImportError as e:
+        return None, e
+    if not any((Path(J.__file__).parent / "__pycache__").glob("_gandalf_jit.*.nbi")):
         print("cluster_sim: compiling Gandalf's victim selection (numba; once per install, about 30 s)",
               file=sys.stderr)
-    return _gandalf_jit
+    return J, None
 
 
 class _JitHeap:
