@@ -390,13 +390,7 @@ def ssd_key(C, S, P, F, p, now):
     loss = e_hits(S, P, F, p, tl) * P[A_G] * (c_rc(C, S, p) - _ld_ssd(P, sz))
     if loss < 0.0:
         loss = 0.0
-    key = (math.log(loss / sz) if loss > 0 else -1e300) + tl / P[A_TAU]
-    if C[0][p] != 4 and P[A_ALPHA] != _INF:
-        f = P[A_ALPHA] * P[A_CW] * P[A_WAF] * sz
-        cap = (math.log(f / sz) if f > 0 else -1e300) + now / P[A_TAU]
-        if cap < key:
-            key = cap
-    return key
+    return (math.log(loss / sz) if loss > 0 else -1e300) + tl / P[A_TAU]
 
 
 @njit(cache=True)

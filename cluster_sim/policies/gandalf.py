@@ -408,36 +408,22 @@ class GandalfPolicy(Policy):
         v = self.e_hits(p, tl) * self.g * self.c_rc(p) / sz
         return (math.log(v) if v > 0 else -1e300) + tl / self.tau
 
-    def _ssd_value(self, p: int, now: float) -> float:
-        """Expected loss of evicting ``p``'s SSD copy (≥ 0)."""
-        st = self.st
-        sz = self.sz[p]
-        loss = max(0.0, self.e_hits(p, now) * self.g * (self.c_rc(p) - self._ld_ssd(sz)))
-        if st.res[p] != 4:          # not the last copy: at most the fee to write it again later
-            fee = self.alpha * self.cw * self.waf * sz if self.alpha != _INF else loss
-            loss = min(loss, fee)
-        return loss
-
     def _ssd_key(self, p: int, now: float) -> float:
         """Time-invariant SSD-victim key: log(lost value per byte at t_last) + t_last/τ.
 
         The lost value decays as exp(−(t − t_last)/τ), so, as for drop keys, the shared
-        −t/τ term never reorders entries. A copy that is not the last one is worth at most
-        the fee to write it again; a constant in absolute terms, that cap grows as e^{t/τ}
-        in this frame, so the key stored at push time is a lower bound of the current
-        key and lazy re-keying at pop stays exact."""
-        st = self.st
+        −t/τ term never reorders entries. A copy is valued the same whether or not the
+        payload also has a DRAM copy (docs/decisions.md 31): with a DRAM far smaller than
+        the SSD the DRAM copy is transient, and pricing the SSD copy at the fee to write
+        it again made the SSD evict exactly the copies just hit, to rewrite them at the
+        next DRAM eviction (on the whole WEKA trace: 4.2 M of 5.0 M FA writes were
+        rewrites)."""
         sz = self.sz[p]
         tl = self.t_last[p]
         if tl != tl:
             tl = now
         loss = max(0.0, self.e_hits(p, tl) * self.g * (self.c_rc(p) - self._ld_ssd(sz)))
-        key = (math.log(loss / sz) if loss > 0 else -1e300) + tl / self.tau
-        if st.res[p] != 4 and self.alpha != _INF:
-            fee = self.alpha * self.cw * self.waf * sz
-            cap = (math.log(fee / sz) if fee > 0 else -1e300) + now / self.tau
-            key = min(key, cap)
-        return key
+        return (math.log(loss / sz) if loss > 0 else -1e300) + tl / self.tau
 
     def _move_key(self, p: int, now: float) -> float:
         sz = self.sz[p]
