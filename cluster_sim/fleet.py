@@ -82,6 +82,10 @@ class NodeRunner:
         cnt = tr.counted[idx].tolist()
         sid = tr.session_id[idx].tolist()
         turn = tr.turn[idx].tolist()
+        stop = tr.stop_reason[idx].tolist()
+        think = tr.think_time_s[idx].tolist()
+        api = tr.api_time_s[idx].tolist()
+        agent = tr.agent[idx].tolist()
         cats = tr.category
         n = len(idx)
         hs = np.zeros(n, dtype=np.int64)
@@ -91,7 +95,8 @@ class NodeRunner:
         for j, i in enumerate(idx.tolist()):
             before = s.ssd_bytes_written_fa + s.ssd_bytes_written_state
             rec = node.process(flat[off[i]:off[i + 1]], inp[j], arr[j], counted=cnt[j], session_id=sid[j],
-                               category=None if cats is None else cats[i], turn=turn[j], output_tokens=out_t[j])
+                               category=None if cats is None else cats[i], turn=turn[j], output_tokens=out_t[j],
+                               stop_reason=stop[j], think_time_s=think[j], api_time_s=api[j], agent=agent[j])
             hs[j] = rec["h"]
             ms[j] = rec["m"]
             wr[j] = s.ssd_bytes_written_fa + s.ssd_bytes_written_state - before

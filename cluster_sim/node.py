@@ -95,7 +95,8 @@ class NodeSim:
     # ------------------------------------------------------------------
     def process(self, path: np.ndarray, input_tokens: int, now: float, *, counted: bool = True,
                 session_id: int = -1, category: str | None = None, turn: int = 0,
-                output_tokens: int = 0) -> dict:
+                output_tokens: int = 0, stop_reason: int = 0, think_time_s: float = float("nan"),
+                api_time_s: float = float("nan"), agent: int = -1) -> dict:
         """Process one request; returns its per-request record."""
         st = self.st
         self.seq += 1
@@ -168,7 +169,8 @@ class NodeSim:
             st.touch_one(q)
         meta = RequestMeta(seq=self.seq, arrival_s=now, session_id=session_id, category=category, turn=turn,
                            input_tokens=input_tokens, output_tokens=output_tokens, path=path,
-                           hit_chunks=h, resident_chunks=r)
+                           hit_chunks=h, resident_chunks=r, stop_reason=stop_reason, think_time_s=think_time_s,
+                           api_time_s=api_time_s, agent=agent)
         self.policy.on_access(fa if q < 0 else np.append(fa, q), now, meta)
         if self._admit_queue:
             self._drain_admissions()

@@ -19,7 +19,7 @@ from cluster_sim.trace.load import load_workload, read_workload
 from cluster_sim.trace.placement import (
     Placement, lane_starts, place_sessions, placement_from_options, poisson_starts, session_durations,
 )
-from cluster_sim.trace.schema import TRACE_SCHEMA, block_tokens, trace_stats, validate_table
+from cluster_sim.trace.schema import CANONICAL_SCHEMA, TRACE_SCHEMA, block_tokens, trace_stats, validate_table
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -53,7 +53,7 @@ def meta(table: pa.Table, key: str) -> str:
 def test_fixture_unplaced_table():
     t = read_claude_code(SMALL)
     validate_table(t.select(TRACE_SCHEMA.names).slice(0, 8), "session a")  # one session is a valid trace
-    assert t.schema.names[:8] == TRACE_SCHEMA.names and t.schema.names[8:] == ["model"]
+    assert t.schema.names[:12] == CANONICAL_SCHEMA.names and t.schema.names[12:] == ["model"]
     assert block_tokens(t) == 64
     assert meta(t, "duplicates_dropped") == "2"
     assert json.loads(meta(t, "session_names")) == ["sess_a", "sess_b", "sess_c"]
@@ -279,7 +279,7 @@ def test_cli_malformed_trace_exits_2_with_one_line(tmp_path):
 def test_placed_table_is_canonical_and_merged_in_arrival_order():
     t = read_workload(wl(SMALL, placement="poisson", session_rate_per_s=0.01), seed=3)
     validate_table(t, "placed")
-    assert t.schema.names[:8] == TRACE_SCHEMA.names and t.schema.names[8] == "model"
+    assert t.schema.names[:12] == CANONICAL_SCHEMA.names and t.schema.names[12] == "model"
     assert t.column("request_id").to_pylist() == list(range(14))
     arr = np.asarray(t.column("arrival_s"))
     assert np.all(np.diff(arr) >= 0)

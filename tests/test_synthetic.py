@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from cluster_sim.errors import ConfigError
 from cluster_sim.trace.parquet import read_parquet
-from cluster_sim.trace.schema import TRACE_SCHEMA, block_tokens, trace_stats, validate_table
+from cluster_sim.trace.schema import CANONICAL_SCHEMA, TRACE_SCHEMA, block_tokens, trace_stats, validate_table
 from cluster_sim.trace.synthetic import SyntheticSpec, default_spec, generate, mix64, spec_from_dict, splitmix64
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ def test_different_seed_different_table():
 def test_table_is_canonical_and_sorted():
     t = generate(SMALL, 3)
     validate_table(t, "synthetic")
-    assert t.schema.equals(TRACE_SCHEMA)
+    assert t.schema.equals(CANONICAL_SCHEMA)
     assert block_tokens(t) == 64
     assert t.schema.metadata[b"source"] == b"synthetic(seed=3)"
     assert t.column("request_id").to_pylist() == list(range(t.num_rows))

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from cluster_sim.errors import TraceError
 from cluster_sim.trace.parquet import read_parquet, write_parquet
 from cluster_sim.trace.schema import (
+    CANONICAL_SCHEMA,
     TRACE_SCHEMA,
     block_tokens,
     build_table,
@@ -48,7 +49,8 @@ def replace_column(table: pa.Table, name: str, array) -> pa.Table:
 
 def test_build_table_has_canonical_schema_and_metadata():
     t = small_table()
-    assert t.schema.equals(TRACE_SCHEMA)  # metadata not compared
+    assert t.schema.equals(CANONICAL_SCHEMA)  # metadata not compared
+    assert t.column("stop_reason").null_count == 4          # request-level signals: unknown by default
     assert t.schema.field("category").type == pa.dictionary(pa.int32(), pa.string())
     assert t.schema.metadata[b"block_tokens"] == b"64"
     assert t.schema.metadata[b"source"] == b"unit-test"

@@ -61,17 +61,32 @@ def num_param(name: str, value, **limits):
 
 @dataclass
 class RequestMeta:
-    """What a node knows about the request being processed."""
+    """What a node knows about the request being processed.
+
+    The request-level signals (simulation-model §1) are what a serving system has when the
+    request completes: ``stop_reason`` is a code into ``trace.schema.STOP_REASONS``
+    (0 unknown, 1 ``tool_use``, 2 ``end_turn``, 3 ``max_tokens``, 4 other); times in
+    seconds, NaN when the trace does not say; ``agent`` is 0 for a session's own requests,
+    k >= 1 for its k-th sub-agent, -1 when unknown."""
     seq: int                 # request index in the node's stream
     arrival_s: float
     session_id: int          # -1 if none
     category: str | None
-    turn: int
+    turn: int                # 1-based within the session, 0 if unknown
     input_tokens: int
     output_tokens: int
     path: np.ndarray         # chunk ids c_1..c_m
     hit_chunks: int          # h
     resident_chunks: int     # r: leading chunks whose FA was resident at match time
+    stop_reason: int = 0
+    think_time_s: float = float("nan")
+    api_time_s: float = float("nan")
+    agent: int = -1
+
+    @property
+    def subagent(self) -> bool:
+        """True for a sub-agent's request (``agent`` >= 1, or category ``subagent``)."""
+        return self.agent > 0 or self.category == "subagent"
 
 
 @dataclass

@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 __all__ = ["cache_dir", "source_sha256", "cache_key", "cache_path", "cached_table", "READER_VERSIONS", "ENV_VAR"]
 
 ENV_VAR = "CLUSTER_SIM_CACHE"
-READER_VERSIONS = {"claude_code": 1, "mooncake": 1}
+READER_VERSIONS = {"claude_code": 2, "mooncake": 1}   # claude_code 2: request-level signals
 _KEY_META = b"cache_key"
 _ROW_GROUP_ROWS = 2048  # ~4 M hashes per row group for WEKA: bounded writer and reader buffers
 

@@ -43,6 +43,22 @@ class ChunkedTrace:
     anchor: np.ndarray           # int64, per chunk
     chunk_hash: np.ndarray       # uint64, per chunk (the trace's hash of the chunk's last block)
     counted: np.ndarray          # bool, per request: counted in metrics (after warm-up)
+    # request-level signals (simulation-model §1), per request; unknown where the trace has none
+    stop_reason: np.ndarray | None = None    # int8 codes into schema.STOP_REASONS (0 = unknown)
+    think_time_s: np.ndarray | None = None   # float64, NaN = unknown
+    api_time_s: np.ndarray | None = None     # float64, NaN = unknown
+    agent: np.ndarray | None = None          # int32: 0 = the session's own, k >= 1 its k-th sub-agent, -1 unknown
+
+    def __post_init__(self):
+        n = len(self.arrival_s)
+        if self.stop_reason is None:
+            self.stop_reason = np.zeros(n, dtype=np.int8)
+        if self.think_time_s is None:
+            self.think_time_s = np.full(n, np.nan)
+        if self.api_time_s is None:
+            self.api_time_s = np.full(n, np.nan)
+        if self.agent is None:
+            self.agent = np.full(n, -1, dtype=np.int32)
 
     @property
     def n_requests(self) -> int:
@@ -86,13 +102,14 @@ class ChunkedTrace:
             category=None if self.category is None else [self.category[i] for i in idx],
             turn=self.turn[idx], input_tokens=self.input_tokens[idx], output_tokens=self.output_tokens[idx],
             offsets=offs, flat=flat, parent=self.parent, depth=self.depth, anchor=anchor,
-            chunk_hash=self.chunk_hash, counted=self.counted[idx],
+            chunk_hash=self.chunk_hash, counted=self.counted[idx], stop_reason=self.stop_reason[idx],
+            think_time_s=self.think_time_s[idx], api_time_s=self.api_time_s[idx], agent=self.agent[idx],
         )
 
 
 def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, source_path: str = "") -> ChunkedTrace:
     """Cut ``table`` (canonical schema, already filtered and time-scaled) into chunks."""
-    from .schema import block_tokens as _bt, source as _src
+    from .schema import block_tokens as _bt, source as _src, stop_reason_codes
 
     bt = _bt(table)
     if chunk_tokens % bt:
@@ -156,10 +173,14 @@ def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, so
     cat = None
     if "category" in table.column_names and table.column("category").null_count < n:
         cat = table.column("category").cast(pa.string()).to_pylist()
+    stop = None
+    if "stop_reason" in table.column_names and table.column("stop_reason").null_count < n:
+        stop = stop_reason_codes(table.column("stop_reason"))
     return ChunkedTrace(
         chunk_tokens=chunk_tokens, block_tokens=bt, source=_src(table),
         arrival_s=arrival, request_id=col("request_id", np.int64, 0), session_id=col("session_id", np.int64, -1),
         category=cat, turn=col("turn", np.int32, 0), input_tokens=inp, output_tokens=col("output_tokens", np.int64, 0),
         offsets=offsets, flat=flat, parent=parent, depth=depth, anchor=anchor, chunk_hash=chunk_hash,
-        counted=arrival >= warmup_s,
+        counted=arrival >= warmup_s, stop_reason=stop, think_time_s=col("think_time_s", np.float64, np.nan),
+        api_time_s=col("api_time_s", np.float64, np.nan), agent=col("agent", np.int32, -1),
     )

@@ -23,6 +23,11 @@ Mapping to the canonical table
   ``requests`` list is flattened into the parent's session, recursively, with
   absolute times ``t = parent t + child t``. Category: ``agent`` for the
   session's top-level requests, ``subagent`` for requests nested at any depth.
+* **Request-level signals.** ``stop`` becomes ``stop_reason`` (an empty string or
+  a missing field is unknown), ``think_time`` → ``think_time_s``, ``api_time`` →
+  ``api_time_s`` (null when absent), and ``agent`` is 0 for the session's
+  top-level requests and k for the requests of its k-th sub-agent entry (file
+  order, nested entries numbered in the same sequence).
 * **Order.** ``t`` must never decrease within one request list (a session's
   top-level list or one sub-agent's list; a sub-agent entry's own ``t`` counts
   in its parent list). After flattening, a session's requests are sorted
@@ -140,7 +145,7 @@ class _Session:
     """Flattens one session object; collects its leaf requests in file (DFS) order."""
 
     __slots__ = ("path", "line", "index", "local", "block", "has_bool", "t", "end", "inp", "out",
-                 "cat", "model", "ids", "dropped")
+                 "cat", "model", "ids", "dropped", "stop", "think", "api", "agent", "n_agents")
 
     def __init__(self, path: str, line: int, index: int, local: bool, block: int, has_bool: bool):
         self.path = path
@@ -157,6 +162,11 @@ class _Session:
         self.model: list[str | None] = []
         self.ids: list[np.ndarray] = []
         self.dropped = 0
+        self.stop: list[str | None] = []
+        self.think: list[float] = []
+        self.api: list[float] = []
+        self.agent: list[int] = []
+        self.n_agents = 0
 
     def fail(self, field: str, message: str):
         raise TraceError(self.path, message, line=self.line, field=field)
@@ -224,7 +234,7 @@ class _Session:
             return namespace_local_ids(arr, self.index)
         return arr.astype(np.uint64, copy=False)
 
-    def walk(self, reqs, base_t: float, fp: str, cat: int) -> None:
+    def walk(self, reqs, base_t: float, fp: str, cat: int, agent: int = 0) -> None:
         if type(reqs) is not list:
             self.fail(fp, f"expected a list of requests, got {_type_name(reqs)}")
         last_t = -math.inf
@@ -246,7 +256,8 @@ class _Session:
             if typ == "subagent":
                 if "requests" not in r:
                     self.fail(f"{rp}.requests", "missing field (a sub-agent needs its own request list)")
-                self.walk(r["requests"], base_t + t, f"{rp}.requests", 1)
+                self.n_agents += 1
+                self.walk(r["requests"], base_t + t, f"{rp}.requests", 1, self.n_agents)
                 prev_type = prev_in = prev_ids = None
                 continue
             n_in = self._int(r, "in", rp)
@@ -259,6 +270,10 @@ class _Session:
             if model is not None and type(model) is not str:
                 self.fail(f"{rp}.model", f"expected a string, got {_type_name(model)} {model!r}")
             api = self._number(r, "api_time", rp, required=False)
+            think = self._number(r, "think_time", rp, required=False)
+            stop = r.get("stop")
+            if stop is not None and type(stop) is not str:
+                self.fail(f"{rp}.stop", f"expected a string, got {_type_name(stop)} {stop!r}")
             if (prev_type is not None and prev_type != typ and typ in ("s", "n") and prev_type in ("s", "n")
                     and prev_in == n_in and prev_ids == ids):
                 self.dropped += 1
@@ -273,6 +288,10 @@ class _Session:
             self.cat.append(cat)
             self.model.append(model)
             self.ids.append(arr)
+            self.stop.append(stop or None)
+            self.think.append(math.nan if think is None else think)
+            self.api.append(math.nan if api is None else api)
+            self.agent.append(agent)
 
 
 class _Collector:
@@ -293,6 +312,10 @@ class _Collector:
         self.counts: list[np.ndarray] = []  # hashes per request, per session
         self.session_end: list[float] = []
         self.dropped = 0
+        self.stop: list = []
+        self.think: list[np.ndarray] = []
+        self.api: list[np.ndarray] = []
+        self.agent: list[np.ndarray] = []
 
     def add(self, obj, path: str, line: int, has_bool: bool) -> None:
         k = len(self.names)
@@ -339,6 +362,10 @@ class _Collector:
         self.turn.append(np.arange(1, n + 1, dtype=np.int32))
         models = s.model if ordered else [s.model[i] for i in order]
         self.model.extend(models)
+        self.stop.extend(s.stop if ordered else [s.stop[i] for i in order])
+        self.think.append(take(np.asarray(s.think, dtype=np.float64)))
+        self.api.append(take(np.asarray(s.api, dtype=np.float64)))
+        self.agent.append(take(np.asarray(s.agent, dtype=np.int32)))
         arrays = s.ids if ordered else [s.ids[i] for i in order]
         self.counts.append(np.fromiter((len(a) for a in arrays), dtype=np.int64, count=n))
         # one array per session: the small per-request arrays go back to the heap right away
@@ -376,6 +403,10 @@ class _Collector:
             session_id=cat_(self.sess, np.int64),
             category=category,
             turn=cat_(self.turn, np.int32),
+            stop_reason=pa.array(self.stop, type=pa.string()),
+            think_time_s=cat_(self.think, np.float64),
+            api_time_s=cat_(self.api, np.float64),
+            agent=cat_(self.agent, np.int32),
         )
         table = table.append_column(pa.field("model", pa.string()), pa.array(self.model, type=pa.string()))
         meta = dict(table.schema.metadata)

@@ -35,6 +35,10 @@ __all__ = [
     "validate_table",
     "conform_table",
     "trace_stats",
+    "SIGNAL_FIELDS",
+    "CANONICAL_SCHEMA",
+    "STOP_REASONS",
+    "stop_reason_codes",
 ]
 
 BLOCK_TOKENS_KEY = b"block_tokens"
@@ -53,7 +57,40 @@ TRACE_SCHEMA = pa.schema(
     ]
 )
 
+# Request-level signals (simulation-model §1): what a serving system knows when a request
+# completes. Optional canonical columns: a table without them (an older Parquet trace, a
+# source that has none) is conformed with all-null columns, which mean "unknown".
+SIGNAL_FIELDS = pa.schema(
+    [
+        pa.field("stop_reason", pa.dictionary(pa.int32(), pa.string()), nullable=True),
+        pa.field("think_time_s", pa.float64(), nullable=True),
+        pa.field("api_time_s", pa.float64(), nullable=True),
+        pa.field("agent", pa.int32(), nullable=True),
+    ]
+)
+# every column a canonical table has after build_table / conform_table, in order
+CANONICAL_SCHEMA = pa.schema(list(TRACE_SCHEMA) + list(SIGNAL_FIELDS))
+# stop-reason codes the simulator uses (RequestMeta.stop_reason): 0 = unknown (null or empty)
+STOP_REASONS = ("unknown", "tool_use", "end_turn", "max_tokens", "other")
+
 _INT32_MAX = np.iinfo(np.int32).max
+
+
+def stop_reason_codes(values) -> np.ndarray:
+    """Per-request stop-reason codes (indices into :data:`STOP_REASONS`, int8) from a
+    ``stop_reason`` column or list: null and ``""`` are unknown, names outside the list other."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = values.cast(pa.string()).to_pylist() if len(values) else []
+    table = {name: i for i, name in enumerate(STOP_REASONS)}
+    out = np.empty(len(values), dtype=np.int8)
+    cache: dict = {}
+    for i, v in enumerate(values):
+        c = cache.get(v)
+        if c is None:
+            c = 0 if v is None or v == "" else table.get(v, STOP_REASONS.index("other"))
+            cache[v] = c
+        out[i] = c
+    return out
 
 
 # --------------------------------------------------------------------------- #
@@ -72,6 +109,10 @@ def build_table(
     session_id: Any = None,
     category: Any = None,
     turn: Any = None,
+    stop_reason: Any = None,
+    think_time_s: Any = None,
+    api_time_s: Any = None,
+    agent: Any = None,
 ) -> pa.Table:
     """Assemble a canonical trace table from column data.
 
@@ -86,6 +127,10 @@ def build_table(
       has ``n + 1`` non-decreasing entries starting at 0 and ``values`` holds
       the concatenated hashes (converted to uint64), or
     * an Arrow list array of ``n`` lists.
+
+    The request-level signals (``stop_reason`` strings, ``think_time_s`` and ``api_time_s``
+    in seconds, ``agent`` = 0 for a session's own requests and k >= 1 for its k-th sub-agent)
+    default to all-null (unknown); ``None`` or NaN entries are nulls.
 
     The table is not validated here; call :func:`validate_table`.
     """
@@ -161,11 +206,46 @@ def build_table(
         pa.array(out_tok, type=pa.int32()),
         hashes,
     ]
+    columns += [
+        _strings("stop_reason", stop_reason, n),
+        _nullable_floats("think_time_s", think_time_s, n),
+        _nullable_floats("api_time_s", api_time_s, n),
+        _nullable_ints("agent", agent, pa.int32()),
+    ]
     bt = int(block_tokens)
     if bt <= 0:
         raise ValueError(f"block_tokens must be positive, got {bt}")
     metadata = {BLOCK_TOKENS_KEY: str(bt).encode(), SOURCE_KEY: str(source).encode()}
-    return pa.Table.from_arrays(columns, schema=TRACE_SCHEMA.with_metadata(metadata))
+    schema = CANONICAL_SCHEMA.with_metadata(metadata)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _strings(name: str, values: Any, n: int) -> pa.Array:
+    """A nullable dictionary<int32, string> column."""
+    target = SIGNAL_FIELDS.field(name).type
+    if values is None:
+        return pa.DictionaryArray.from_arrays(pa.nulls(n, type=pa.int32()), pa.array([], type=pa.string()))
+    plain = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(list(values), type=pa.string())
+    if isinstance(plain, pa.ChunkedArray):
+        plain = plain.combine_chunks()
+    if pa.types.is_dictionary(plain.type):
+        plain = plain.dictionary_decode()
+    if len(plain) != n:
+        raise ValueError(f"{name} has length {len(plain)}, expected {n}")
+    return plain.cast(pa.string()).dictionary_encode().cast(target)
+
+
+def _nullable_floats(name: str, values: Any, n: int) -> pa.Array:
+    if values is None:
+        return pa.nulls(n, type=pa.float64())
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        arr = values.cast(pa.float64())
+        return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    a = np.asarray([np.nan if v is None else v for v in values] if not isinstance(values, np.ndarray) else values,
+                   dtype=np.float64)
+    if a.shape != (n,):
+        raise ValueError(f"{name} has shape {a.shape}, expected ({n},)")
+    return pa.array(a, type=pa.float64(), mask=np.isnan(a))
 
 
 def _list_array(block_hashes: Any, n: int) -> pa.Array:
@@ -285,6 +365,15 @@ def validate_table(table: pa.Table, path: str | object = "<table>") -> None:
                 row = int(np.flatnonzero(_np(col.is_null()))[0])
                 raise TraceError(path, "null value in a non-nullable column", line=row + 1, field=field.name)
 
+    for field in SIGNAL_FIELDS:
+        if field.name in names:
+            actual = table.schema.field(field.name).type
+            ok = (pa.types.is_dictionary(actual) and actual.value_type == pa.string()) \
+                if field.name == "stop_reason" else (actual == field.type or
+                                                      (field.name == "agent" and pa.types.is_integer(actual)))
+            if not ok:
+                raise TraceError(path, f"wrong type {actual}, expected {field.type}", field=field.name)
+
     meta = table.schema.metadata or {}
     if BLOCK_TOKENS_KEY not in meta:
         raise TraceError(path, "schema metadata has no 'block_tokens'", field="block_tokens")
@@ -333,6 +422,15 @@ def validate_table(table: pa.Table, path: str | object = "<table>") -> None:
         t = _flat(turn).fill_null(1).to_numpy()
         fail(t < 1, "turn", "turn must be >= 1")
 
+    for name in ("think_time_s", "api_time_s"):
+        if name in names:
+            v = _flat(table.column(name)).fill_null(0.0).to_numpy(zero_copy_only=False)
+            fail(~np.isfinite(v), name, "not a finite number of seconds")
+            fail(v < 0, name, "negative time")
+    if "agent" in names:
+        v = _flat(table.column("agent")).fill_null(0).to_numpy(zero_copy_only=False)
+        fail(v < 0, "agent", "agent must be >= 0 (0 = the session's own requests)")
+
     hashes = _flat(table.column("block_hashes"))
     flat_hashes = hashes.flatten()
     if flat_hashes.null_count:
@@ -351,7 +449,8 @@ def validate_table(table: pa.Table, path: str | object = "<table>") -> None:
 def conform_table(table: pa.Table) -> pa.Table:
     """Cast a table that passed :func:`validate_table` to the exact canonical types.
 
-    Canonical columns come first, in schema order, followed by any extra
+    Canonical columns come first, in schema order, then the request-level signals
+    (:data:`SIGNAL_FIELDS`, all-null where the table has none), followed by any extra
     columns; the schema metadata is kept.
     """
     columns = []
@@ -362,8 +461,20 @@ def conform_table(table: pa.Table) -> pa.Table:
             col = col.cast(field.type)
         columns.append(col)
         fields.append(field)
+    n = table.num_rows
+    for field in SIGNAL_FIELDS:
+        if field.name in table.column_names:
+            col = table.column(field.name)
+            if col.type != field.type:
+                col = col.cast(field.type)
+        elif field.name == "stop_reason":
+            col = _strings(field.name, None, n)
+        else:
+            col = pa.nulls(n, type=field.type)
+        columns.append(col)
+        fields.append(field)
     for name in table.column_names:
-        if TRACE_SCHEMA.get_field_index(name) < 0:
+        if TRACE_SCHEMA.get_field_index(name) < 0 and SIGNAL_FIELDS.get_field_index(name) < 0:
             columns.append(table.column(name))
             fields.append(table.schema.field(name))
     schema = pa.schema(fields, metadata=table.schema.metadata)

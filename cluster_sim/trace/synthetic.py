@@ -50,6 +50,18 @@ with ``subagent_system_prompt_tokens > 0``, with a sub-agent system prompt
 shared by the siblings and not by the parent, as in the WEKA Claude Code
 traces).
 
+Request-level signals
+---------------------
+Each request carries what a server knows when its response is done
+(simulation-model §1): ``think_time_s`` (the think time drawn before the turn, 0
+for a first turn), ``api_time_s`` (its output's generation time, ``out ×
+decode_s_per_token``), ``agent`` (0 for a session's own turns, k for its k-th
+sub-agent) and ``stop_reason``: a turn of an agent session or a sub-agent that
+is followed by another turn of the same conversation ends in ``tool_use``; every
+other turn (conversations, and the last turn of each agent conversation) ends in
+``end_turn``. These are derived from the draws above, so they change no table
+that the generator gave before they existed, except for the new columns.
+
 Block hashes
 ------------
 Every token of a session's stream belongs to one *segment* (the system
@@ -295,8 +307,9 @@ def _stream_turns(rng: np.random.Generator, spec: SyntheticSpec, n_turns: np.nda
     the medians / mean think time of its turns (exponential, or lognormal with
     that mean when ``think_sigma > 0``). Draws, in this order, the
     message lengths, output lengths and think times of every turn. Returns
-    per-turn ``(stream, turn, msg, out, prompt_len, arrival)`` (stream = index
-    into the inputs), grouped by stream in order, turns ascending.
+    per-turn ``(stream, turn, msg, out, prompt_len, arrival, think)`` (stream = index
+    into the inputs; ``think`` = the think time before the turn, 0 for a first turn),
+    grouped by stream in order, turns ascending.
     """
     cap = spec.max_input_tokens
     R0 = int(n_turns.sum())
@@ -328,9 +341,10 @@ def _stream_turns(rng: np.random.Generator, spec: SyntheticSpec, n_turns: np.nda
     gap[first_of_session] = 0.0
     arrival = start[t_sess] + _segmented_cumsum(gap, first_of_session)
 
+    think = np.where(t_turn == 1, 0.0, think)
     # the cap: a stream ends before its first over-long prompt
     keep = prompt_len <= cap  # prompt lengths grow within a stream: keep is a prefix
-    return tuple(a[keep] for a in (t_sess, t_turn, msg, out, prompt_len, arrival))
+    return tuple(a[keep] for a in (t_sess, t_turn, msg, out, prompt_len, arrival, think))
 
 
 def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
@@ -367,7 +381,7 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     sys_key = mix64(mix64(ns, np.full(P, _TAG_SYSTEM, dtype=_U64)), np.arange(P, dtype=_U64))
 
     # ---- the sessions' own turns ------------------------------------------
-    t_sess, t_turn, msg, out, prompt_len, arrival = _stream_turns(
+    t_sess, t_turn, msg, out, prompt_len, arrival, think = _stream_turns(
         rng, spec, n_turns, sys_len, session_start,
         first_median=np.full(S, spec.first_message_tokens),
         msg_median=np.where(is_agent, spec.agent_message_tokens, spec.message_tokens),
@@ -378,6 +392,7 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     # streams: one per session (stream id = session id), then one per sub-agent
     stream_session = np.arange(S, dtype=np.int64)
     stream_kind = is_agent.astype(np.int32)  # 0 text, 1 agent, 2 subagent
+    stream_agent = np.zeros(S, dtype=np.int32)  # 0: the session's own; k: its k-th sub-agent
     stream_sys_key = sys_key[sys_idx]
     stream_sys_len = sys_len
     R_own = len(t_sess)  # the sessions' own turns come first in the turn arrays
@@ -403,7 +418,7 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
             else:  # the session's system prompt: shared prefix with the parent
                 a_sys_len = sys_len[a_sess]
                 a_sys_key = sys_key[sys_idx[a_sess]]
-            s_str, s_turn, s_msg, s_out, s_len, s_arr = _stream_turns(
+            s_str, s_turn, s_msg, s_out, s_len, s_arr, s_think = _stream_turns(
                 rng, spec, a_turns, a_sys_len, a_start,
                 first_median=np.full(A, spec.subagent_first_message_tokens),
                 msg_median=np.full(A, spec.subagent_message_tokens),
@@ -416,6 +431,11 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
             out = np.concatenate([out, s_out])
             prompt_len = np.concatenate([prompt_len, s_len])
             arrival = np.concatenate([arrival, s_arr])
+            think = np.concatenate([think, s_think])
+            # k-th sub-agent of its session, in spawn order
+            first_of = np.r_[True, a_sess[1:] != a_sess[:-1]]
+            rank = np.arange(A) - np.maximum.accumulate(np.where(first_of, np.arange(A), 0))
+            stream_agent = np.concatenate([stream_agent, (rank + 1).astype(np.int32)])
             stream_session = np.concatenate([stream_session, a_sess.astype(np.int64)])
             stream_kind = np.concatenate([stream_kind, np.full(A, 2, dtype=np.int32)])
             stream_sys_key = np.concatenate([stream_sys_key, a_sys_key])
@@ -437,11 +457,12 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
             t_sess = np.where(since > 0, NS0 + count - 1, t_sess)
             stream_session = np.concatenate([stream_session, stream_session[old_stream]])
             stream_kind = np.concatenate([stream_kind, stream_kind[old_stream]])
+            stream_agent = np.concatenate([stream_agent, stream_agent[old_stream]])
             stream_sys_key = np.concatenate([stream_sys_key, stream_sys_key[old_stream]])
             stream_sys_len = np.concatenate([stream_sys_len, stream_sys_len[old_stream]])
             regroup = np.argsort(t_sess, kind="stable")
-            t_sess, t_turn, msg, out, prompt_len, arrival = (
-                a[regroup] for a in (t_sess, t_turn, msg, out, prompt_len, arrival))
+            t_sess, t_turn, msg, out, prompt_len, arrival, think = (
+                a[regroup] for a in (t_sess, t_turn, msg, out, prompt_len, arrival, think))
 
     # From here on a "session" is a stream: t_sess indexes streams, grouped in order.
     NS = len(stream_session)
@@ -540,6 +561,20 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     gather[offsets[1:][with_tail] - 1] = NF + r_tail[with_tail]
     values = np.concatenate([full_hash, tail_hash])[gather]
 
+    # ---- request-level signals: what a server knows when the response is done --------
+    # a conversation (a session's own streams, or one sub-agent, across rewrites) goes on after
+    # every turn but its last; an agent or sub-agent turn that goes on ends in a tool call, any
+    # other turn hands the word back (end_turn)
+    r_kind = stream_kind[r_sess]
+    conv = stream_session[r_sess] * (int(stream_agent.max(initial=0)) + 1) + stream_agent[r_sess]
+    last_of_conv = np.zeros(R, dtype=bool)
+    if R:
+        by_conv = np.lexsort((np.arange(R), conv))     # requests are already in arrival order
+        ends = np.r_[conv[by_conv][1:] != conv[by_conv][:-1], True]
+        last_of_conv[by_conv[ends]] = True
+    stop = np.where((r_kind > 0) & ~last_of_conv, "tool_use", "end_turn")
+    r_out = out[req_order]
+
     kinds = ["text", "agent"] + (["subagent"] if NS > S else [])
     category = pa.DictionaryArray.from_arrays(pa.array(stream_kind[r_sess]), pa.array(kinds))
     table = build_table(
@@ -552,6 +587,10 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
         session_id=stream_session[r_sess],
         category=category,
         turn=t_turn[req_order].astype(np.int32),
+        stop_reason=pa.array(stop.tolist(), type=pa.string()),
+        think_time_s=think[req_order],
+        api_time_s=r_out * spec.decode_s_per_token,
+        agent=stream_agent[r_sess],
     )
     meta = dict(table.schema.metadata)
     meta[b"synthetic_spec"] = spec_json(spec).encode()
