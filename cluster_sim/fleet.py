@@ -59,6 +59,38 @@ class NodeRunner:
         self.fail_at_epoch = fail_at_epoch
         self.hard_fail = hard_fail
         self.series: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        # hindsight policies that find their rule by replaying the node's stream first
+        # (oracle_admission): done at the first replay call, so the time counts in sim_wall_s
+        self._future_idx = future_idx
+        self._passes_pending = getattr(policy, "hindsight_passes", 1) > 1
+
+    def _hindsight_passes(self) -> None:
+        """Replay the node's whole stream ``passes - 1`` times (or to a fixed point) with fresh
+        nodes, each pass told the admission outcomes of the earlier ones; the counted replay is
+        the last pass (``cluster_sim.policies.oracle_admission``)."""
+        self._passes_pending = False
+        cfg, tr = self.cfg, self.trace
+        final = self.node.policy
+        labels: dict[int, bool] = {}
+        passes = 1
+        converged = False
+        for _ in range(final.hindsight_passes - 1):
+            pol = make_policy(cfg.policy.name, cfg.policy.params)
+            pol.labels = dict(labels) if passes > 1 else None
+            node = NodeSim(tr.parent, tr.depth, tr.anchor, tr.flat, tr.chunk_tokens, cfg.model,
+                           cfg.hardware_for_node(self.k), pol, node_index=self.k,
+                           rng=node_rng(cfg.seed, self.k), future=self.node.policy.ctx.future,
+                           replays_per_day_scale=cfg.workload.replays_per_day_scale)
+            self._replay(node, self._future_idx)
+            outcomes = pol.hindsight_outcomes()
+            passes += 1
+            labels.update(outcomes)
+            if all(outcomes.values()):
+                converged = True          # nothing written went unused: this rule is its own fixed point
+                break
+        final.labels = labels
+        final.c["passes"] = passes
+        final.c["converged"] = int(converged)
 
     def run(self, idx: np.ndarray, epoch: int = 0):
         """Replay the trace requests ``idx`` (in order). Returns this node's stored/removed events."""
@@ -72,8 +104,16 @@ class NodeRunner:
                 time.sleep(1.0)
                 os._exit(17)
             raise SimulationError(f"node {self.k} failed during epoch {epoch} (injected failure)")
+        if self._passes_pending:
+            self._hindsight_passes()
+        self.series.append(self._replay(self.node, idx))
+        if self.node.st.record_events:
+            return self.node.st.take_events()
+        return None
+
+    def _replay(self, node, idx: np.ndarray):
+        """Process the trace requests ``idx`` on ``node``; per request (idx, h, m, SSD bytes written)."""
         tr = self.trace
-        node = self.node
         off = tr.offsets
         flat = tr.flat
         arr = tr.arrival_s[idx].tolist()
@@ -100,10 +140,7 @@ class NodeRunner:
             hs[j] = rec["h"]
             ms[j] = rec["m"]
             wr[j] = s.ssd_bytes_written_fa + s.ssd_bytes_written_state - before
-        self.series.append((np.asarray(idx, dtype=np.int64), hs, ms, wr))
-        if node.st.record_events:
-            return node.st.take_events()
-        return None
+        return np.asarray(idx, dtype=np.int64), hs, ms, wr
 
     def finish(self) -> tuple[NodeStats, dict]:
         stats = self.node.finish()

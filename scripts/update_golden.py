@@ -24,7 +24,7 @@ CASES = {
     "default_lru": [],
     **{f"default_{name}": [f"policy={name}"] for name in (
         "gandalf", "write_through", "write_through_selective", "lru_k", "hot_prefix", "marconi",
-        "workload_aware", "dynamic_random", "oracle")},
+        "workload_aware", "dynamic_random", "oracle", "oracle_admission")},
     "default_gandalf_strict": ["policy=gandalf", "policy.placement=strict"],
     "default_lru_tiny": ["hardware.hbm_cache_bytes=1GB", "hardware.dram_bytes=4GB",
                          "hardware.ssd_bytes=100GB", "model.state_checkpoints=every_chunk"],

@@ -577,3 +577,62 @@ def test_invariants_hold_for_every_knob(name, params, w):
         assert stats.ssd_bytes_written_state == 0
     for k, v in stats.policy.items():
         assert np.isfinite(v)
+
+
+# ---- oracle_admission (policies.md §9.7) -------------------------------------------------------
+def _run_policy(tr, model, policy, **hw):
+    base = [f"model={model}", "cache.chunk_tokens=256", "hardware.hbm_cache_bytes=0",
+            *(f"hardware.{k}={v}" for k, v in hw.items()), f"policy={policy}"]
+    return cluster_sim.run(cluster_sim.compose(base), trace=tr, write=False).fleet
+
+
+def test_oracle_admission_writes_only_copies_hit_from_ssd_and_evicts_like_lru():
+    """[1,2] and [3,4] come back after DRAM pushed them out, the one-offs never do. LRU writes
+    every DRAM victim; oracle_admission, with the same LRU eviction, writes exactly the copies
+    later served from the SSD (write-hit fraction 1.0 by construction) and loses no hit."""
+    F = load_model(LLAMA).fa_bytes(256)
+    paths = [[1, 2], [3, 4], [5, 6], [1, 2], [7, 8], [3, 4], [9, 10], [1, 2]]
+    tr = trace_from_paths(paths)
+    lru = _run_policy(tr, "llama3_1_70b", "lru", dram_bytes=2 * F, ssd_bytes="1TB")
+    oa = _run_policy(tr, "llama3_1_70b", "oracle_admission", dram_bytes=2 * F, ssd_bytes="1TB")
+    assert oa["ssd_write_hit_fraction"] == 1.0 and lru["ssd_write_hit_fraction"] < 1.0
+    assert oa["ssd_bytes_written"] == 4 * F          # [1,2] and [3,4], once each
+    assert oa["chunk_miss_ratio"] == lru["chunk_miss_ratio"]
+    assert oa["policy.oracle_admission.converged"] == 1
+
+
+def test_oracle_admission_evicts_exactly_like_lru():
+    """When every DRAM victim is later served from the SSD there is nothing to refuse: the same
+    victims, the same writes, the same figures as lru."""
+    F = load_model(LLAMA).fa_bytes(256)
+    paths = [[1, 2], [3, 4], [5, 6], [1, 2], [3, 4], [5, 6], [1, 2, 7], [3, 4], [5, 6], [1, 2, 7]]
+    tr = trace_from_paths(paths)
+    base = ["model=llama3_1_70b", "cache.chunk_tokens=256", "hardware.hbm_cache_bytes=0",
+            f"hardware.dram_bytes={2 * F}", "hardware.ssd_bytes=1TB"]
+    lru = cluster_sim.run(cluster_sim.compose(base + ["policy=lru"]), trace=tr, write=False).fleet
+    oa = cluster_sim.run(cluster_sim.compose(base + ["policy=oracle_admission"]), trace=tr, write=False).fleet
+    assert lru["ssd_write_hit_fraction"] == 1.0 and lru["ssd_bytes_written"] == 6 * F
+    for k in ("chunk_miss_ratio", "ssd_bytes_written", "ssd_write_hit_fraction", "hits_ssd_fa", "hits_dram_fa",
+              "load_latency_mean_s"):
+        assert oa[k] == lru[k], k
+    assert oa["policy.oracle_admission.rejected_never_used"] == oa["policy.oracle_admission.rejected_unused_before"] == 0
+
+
+@st.composite
+def _admission_case(draw):
+    return (branching_paths(draw, max_requests=30), draw(st.integers(1, 6)), draw(st.integers(0, 10)),
+            draw(st.sampled_from(["llama3_1_70b", "qwen3_next_80b_a3b"])))
+
+
+@given(_admission_case())
+def test_oracle_admission_never_writes_more_than_lru_and_hits_every_write_at_its_fixed_point(case):
+    paths, dram, ssd, model = case
+    m = load_model(model)
+    F = m.fa_bytes(256)
+    S = m.state_bytes(512) if m.has_state else 0
+    tr = trace_from_paths(paths)
+    lru = _run_policy(tr, model, "lru", dram_bytes=dram * F + S, ssd_bytes=ssd * F)
+    oa = _run_policy(tr, model, "oracle_admission", dram_bytes=dram * F + S, ssd_bytes=ssd * F)
+    assert oa["ssd_bytes_written"] <= lru["ssd_bytes_written"]
+    if oa["policy.oracle_admission.converged"] and oa["ssd_bytes_written"]:
+        assert oa["ssd_write_hit_fraction"] == 1.0

@@ -163,7 +163,7 @@ class Policy:
 
 
 def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: int,
-               accept=None) -> list[tuple[int, int]]:
+               accept=None, drop_fallback=None) -> list[tuple[int, int]]:
     """Least-recent-first victims in ``tier`` freeing at least ``need`` bytes.
 
     Respects pins, leaf-first within the tier for FA, and prefix closure for a
@@ -171,7 +171,9 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
     removal can make an ancestor a leaf). ``action`` is DROP or DEMOTE (DEMOTE
     keeps the payload resident elsewhere, so it never breaks prefix closure;
     from SSD, DEMOTE means DROP) or a callable giving each payload's action.
-    ``accept(p)`` may veto a candidate. Atomic:
+    ``accept(p)`` may veto a candidate. ``drop_fallback`` (DEMOTE, from DRAM): a victim
+    whose action is DROP but whose last copy may not be dropped now (prefix closure) takes
+    this action instead of being passed over, so the victims stay exactly LRU's. Atomic:
     returns [] and leaves the walker as it was if ``need`` cannot be freed.
     """
     bit = BIT[tier]
@@ -212,8 +214,11 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
             if drop_last:
                 da = int(dany[c])
                 if da and da != cred_any.get(c, 0):
-                    skipped.append(e)
-                    continue
+                    if drop_fallback is None:
+                        skipped.append(e)
+                        continue
+                    a = drop_fallback
+                    drop_last = False
             par = int(parent[c])
             if par >= 0:
                 # credit the nearest ancestor in the tier with this chunk's whole tier-subtree
@@ -308,6 +313,7 @@ _REGISTRY: dict[str, str] = {
     "workload_aware": "cluster_sim.policies.workload_aware:WorkloadAwarePolicy",
     "dynamic_random": "cluster_sim.policies.dynamic_random:DynamicRandomPolicy",
     "oracle": "cluster_sim.policies.oracle:OraclePolicy",
+    "oracle_admission": "cluster_sim.policies.oracle_admission:OracleAdmissionPolicy",
 }
 
 
