@@ -36,3 +36,15 @@ class TraceError(UserError):
         if field is not None:
             where += f": field '{field}'"
         super().__init__(f"{where}: {message}")
+
+
+class TrackingError(Exception):
+    """The MLflow store could not be reached or written. Never costs results: the run's files
+    are written anyway, the command line prints one warning line and exits with status 3."""
+
+    exit_code = 3
+
+    def __init__(self, uri: str, message: str):
+        self.uri = uri
+        self.message = message
+        super().__init__(f"MLflow tracking failed ({uri}): {message}")

@@ -40,10 +40,17 @@ HASH_TAG = "config_hash"
 
 # --------------------------------------------------------------------------- pure helpers (no mlflow)
 
+#: dotted keys that never change a simulated figure (``workload.rechain``: chaining is exact, and a
+#: trace that needs it fails without it), left out of the hash so that adding them moves no hash
+NON_SIM_DOTTED = ("workload.rechain",)
+
+
 def config_hash(config: Mapping, *, drop: Iterable[str] = ()) -> str:
-    """sha256 of the resolved config without :data:`NON_SIM_KEYS` (and ``drop``: dotted keys)."""
+    """sha256 of the resolved config without :data:`NON_SIM_KEYS`, :data:`NON_SIM_DOTTED` (and
+    ``drop``: dotted keys)."""
     import hashlib
 
+    drop = (*NON_SIM_DOTTED, *drop)
     c = {k: v for k, v in config.items() if k not in NON_SIM_KEYS}
     c = json.loads(json.dumps(c, default=str))
     if isinstance(c.get("model"), dict):
