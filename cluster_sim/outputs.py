@@ -51,7 +51,7 @@ def check_file(path: str | os.PathLike, key: str) -> Path:
     if p.exists() and not os.access(p, os.W_OK):
         raise ConfigError(key, f"file {path} is not writable")
     if not p.exists():
-        check_dir(p.parent, key)
+        _creatable(p, key, "file")
     return p
 
 
