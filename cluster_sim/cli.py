@@ -292,29 +292,44 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _new_folders(path: str) -> list[Path]:
-    """``path`` and those of its ancestors that do not exist yet (deepest first)."""
+#: what Hydra puts into a run or sweep folder before the job runs
+HYDRA_ENTRIES = (".hydra", "cluster_sim.log", "multirun.yaml")
+
+
+def _new_folders(path: str) -> tuple[list[Path], list[Path]]:
+    """What a run at ``path`` would create: ``path`` and its ancestors that do not exist yet
+    (deepest first) or, for a folder that exists, Hydra's own entries that are not there yet."""
     p = Path(os.path.abspath(path))
     made = []
     while not p.exists() and p.parent != p:
         made.append(p)
         p = p.parent
-    return made
+    if made:
+        return made, []
+    return [], [p / name for name in HYDRA_ENTRIES if not (p / name).exists()]
 
 
-def _remove_new_folders(made: list[Path]) -> None:
-    """Remove the folders a failed run created (its run folder, and parents that are left empty),
-    unless results were written into them."""
+def _remove_new_folders(made: tuple[list[Path], list[Path]]) -> None:
+    """Take back what a failed run created (its run folder and parents left empty, or Hydra's
+    entries in a folder that was there), unless results were written there."""
     import shutil
 
-    if not made or not made[0].exists() or any(made[0].rglob("summary.json")):
+    folders, entries = made
+    if folders:
+        if not folders[0].exists() or any(folders[0].rglob("summary.json")):
+            return
+        shutil.rmtree(folders[0], ignore_errors=True)
+        for p in folders[1:]:
+            try:
+                p.rmdir()   # only if empty: another run may have put something there meanwhile
+            except OSError:
+                break
         return
-    shutil.rmtree(made[0], ignore_errors=True)
-    for p in made[1:]:
-        try:
-            p.rmdir()   # only if empty: another run may have put something there meanwhile
-        except OSError:
-            break
+    for e in entries:
+        if e.is_dir():
+            shutil.rmtree(e, ignore_errors=True)
+        elif e.exists():
+            e.unlink()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
                               "-sc", "--version") or f.startswith("--cfg") or f.startswith("--info") for f in flags)
     multirun = any(f in ("-m", "--multirun") for f in flags)
     _ensure_plugins()
-    made: list[Path] = []
+    made: tuple[list[Path], list[Path]] = ([], [])
     if not informational:
         err = _validate_sweep(overrides) if multirun else _validate(overrides)
         folder = None if err else _hydra_dir(overrides, multirun)

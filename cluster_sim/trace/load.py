@@ -153,7 +153,10 @@ def load_workload(wl, seed: int) -> pa.Table:
     """Read, filter (§1) and, where the hashes are not prefix-chained, chain them (``workload.rechain``)."""
     from .rechain import chain_table
 
-    table = apply_filters(read_workload(wl, seed), wl)
+    table = read_workload(wl, seed)
+    if table.num_rows == 0:
+        raise TraceError(wl.path or "<synthetic>", "the trace has no requests")
+    table = apply_filters(table, wl)
     if table.num_rows == 0:
         raise TraceError(wl.path or "<synthetic>", "no requests left after workload.until_s / limit_requests")
     return chain_table(table, getattr(wl, "rechain", "auto"), wl.path or "<synthetic>")
