@@ -331,8 +331,8 @@ class Tracker:
                     self.log_artifacts(rid, f, where)
                 elif f.exists():
                     self.client.log_artifact(rid, str(f), where)
-        except Exception:
-            self.end_run(rid, "FAILED")
+        except BaseException as e:   # Ctrl-C / SIGTERM while logging: the run is KILLED, not left RUNNING
+            self.end_run(rid, "KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED")
             raise
         self.end_run(rid, status)
         return rid
