@@ -76,6 +76,17 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(lines) if lines else type(exc).__name__
 
 
+def _too_many_digits(overrides: list[str]) -> str | None:
+    """Hydra's parser converts a number with ``int()``, which refuses more than 4300 digits."""
+    import re
+
+    limit = sys.get_int_max_str_digits()
+    for o in overrides:
+        if limit and re.search(r"\d{%d,}" % (limit + 1), o):
+            return f"{o.split('=', 1)[0]}: a number of more than {limit} digits"
+    return None
+
+
 def _validate(overrides: list[str]) -> str | None:
     """Compose and validate; return an error line or None."""
     from hydra.errors import HydraException
@@ -83,6 +94,9 @@ def _validate(overrides: list[str]) -> str | None:
 
     from .config import SimConfig
 
+    too_long = _too_many_digits(overrides)
+    if too_long:
+        return too_long
     try:
         cfg = SimConfig.from_mapping(compose(overrides))
         from .policies.base import make_policy
@@ -101,6 +115,9 @@ def _validate_sweep(overrides: list[str]) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException, OverrideParseException
 
+    too_long = _too_many_digits(overrides)
+    if too_long:
+        return too_long
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except OverrideParseException as e:

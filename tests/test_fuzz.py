@@ -332,7 +332,7 @@ KEYS = ["hardware.dram_bytes", "hardware.ssd_bytes", "hardware.hbm_cache_bytes",
 VALUES = st.one_of(
     st.sampled_from(["0", "1", "2", "-1", "1e30", "64e12", "1e-300", "nan", "inf", "-inf", "", "null", "[1,2]",
                      "{a:1}", "x", "true", "256", "1GB", "12QB", "4TiB", "25GB/s", "1e400", "2**70", "'3'", "auto",
-                     "always", "never", "lru", "round_robin", "every_chunk", "9" * 30]),
+                     "always", "never", "lru", "round_robin", "every_chunk", "9" * 30, "9" * 5000]),
     st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=6))
 PATHS = ["A_FILE", "A_FILE/under", "A_DIR", "new/deep/dir", "A_DIR/s.json"]
 GROUPS = ["policy=lru", "policy=lru_k", "policy=write_through", "policy=nope", "fleet=four", "model=gemma3_27b",

@@ -117,6 +117,11 @@ def _case(name: str, d: Path) -> tuple[list[str], list[str]]:
         text = _subagents(0).replace('"out": 1', '"out": ' + "7" * 5000)
         return (["workload=claude_code", f"workload.path={f('cc.jsonl', text)}", "workload.cache=false"],
                 ["cc.jsonl:1", "'out'", "more than 4300 digits"])
+    if name == "CSV count of 5000 digits (Azure)":
+        return (["workload=azure", f"workload.path={f('a.csv', AZURE_HEAD.replace(',374,', ',' + '3' * 5000 + ','))}"],
+                ["a.csv:2", "'ContextTokens'", "too large"])
+    if name == "an override of 5000 digits":
+        return (["workload.limit_requests=" + "9" * 5000], ["workload.limit_requests", "more than 4300 digits"])
     if name == "a FIFO as the trace (process substitution)":
         os.mkfifo(d / "pipe")
         return (["workload=claude_code", f"workload.path={d / 'pipe'}"], ["workload.path", "not a regular file"])
@@ -135,6 +140,7 @@ CASES = ["mooncake deep JSON", "claude code sub-agents 900 deep", "claude code s
          "nodes.parquet beside the summary is a directory", "mooncake timestamp 1e300", "dram_bytes beyond int64",
          "chunk_tokens 64e12", "chunk longer than every prompt", "more hash ids than the prompt has blocks",
          "JSON integer of 5000 digits (Mooncake)", "JSON integer of 5000 digits (Claude Code)",
+         "CSV count of 5000 digits (Azure)", "an override of 5000 digits",
          "a FIFO as the trace (process substitution)", "time_scale that stretches arrivals to infinity",
          "epoch_s that makes 2^53 epochs", "an empty trace"]
 
@@ -162,6 +168,14 @@ def test_trace_stats_deep_json_is_one_line(tmp_path, capsys):
     assert main(["stats", str(p), "--format", "mooncake"]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and "nested too deeply" in err[0]
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, "[1, 2", "{a: b: c}"])
+def test_trace_stats_option_that_cannot_be_read_is_one_line(value, capsys):
+    from cluster_sim.trace_cli import main
+    assert main(["stats", "default", "--format", "synthetic", "-o", f"synthetic.num_sessions={value}"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("cluster-sim-trace: error: --option: synthetic.num_sessions"), err
 
 
 def test_output_paths_are_checked_before_the_trace_is_read(tmp_path, monkeypatch):

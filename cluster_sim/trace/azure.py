@@ -147,9 +147,10 @@ def _rows(reader, spath: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             s = row[i].strip()
             if not s.isdigit() or not s.isascii():
                 raise TraceError(spath, f"expected a non-negative integer, got {row[i]!r}", line=line, field=name)
-            v = int(s)
+            v = int(s) if len(s) <= 12 else _INT32_MAX + 1   # int() refuses more than 4300 digits
             if v > _INT32_MAX:
-                raise TraceError(spath, f"too large ({v} > {_INT32_MAX})", line=line, field=name)
+                raise TraceError(spath, f"too large ({s if len(s) <= 12 else s[:12] + '...'} > {_INT32_MAX})",
+                                 line=line, field=name)
             vals.append(v)
         ts.append(t)
         ctx.append(vals[0])
