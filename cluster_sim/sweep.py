@@ -296,6 +296,8 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
         res = PointResult(p.idx, p.overrides, "SKIPPED", p.out_dir, run_id=r.info.run_id,
                           ray_task_id=r.data.tags.get("ray_task_id"))
         try:
+            if store.tracker is None:
+                raise RuntimeError("the tracking store was given up")
             store.tracker.download_point(r.info.run_id, p.out_dir)
             res.summary = json.loads((Path(p.out_dir) / "summary.json").read_text())
         except Exception as e:  # noqa: BLE001 - the run is finished in MLflow; its local copy is optional
