@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from . import __version__
 from .config import SimConfig, resolve_chunk_tokens
+from .errors import ConfigError
 from .metrics import derive, fleet_metrics
 
 
@@ -39,17 +40,25 @@ class Summary:
     def to_json(self) -> str:
         return json.dumps(_strict(self.to_dict()), indent=2, sort_keys=False, allow_nan=False)
 
-    def write(self, path: str | os.PathLike) -> Path:
-        """Write ``summary.json`` (and ``nodes.parquet`` / ``epochs.parquet`` beside it)."""
+    def write(self, path: str | os.PathLike, *, key: str = "output.summary_path") -> Path:
+        """Write ``summary.json`` (and ``nodes.parquet`` / ``epochs.parquet`` beside it).
+
+        Each file is written under a temporary name and renamed into place, so a failed
+        write leaves no partial file; it raises :class:`ConfigError` naming ``key``."""
         import pyarrow.parquet as pq
 
         p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(self.to_json() + "\n")
-        if self.node_table is not None:
-            pq.write_table(self.node_table, p.parent / "nodes.parquet")
-        if self.epoch_table is not None:
-            pq.write_table(self.epoch_table, p.parent / "epochs.parquet")
+        text = self.to_json() + "\n"
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            _atomic(p, lambda tmp: Path(tmp).write_text(text))
+            if self.node_table is not None:
+                _atomic(p.parent / "nodes.parquet", lambda tmp: pq.write_table(self.node_table, tmp))
+            if self.epoch_table is not None:
+                _atomic(p.parent / "epochs.parquet", lambda tmp: pq.write_table(self.epoch_table, tmp))
+        except (OSError, pa.ArrowException) as e:
+            raise ConfigError(key, f"cannot write the run's results beside {p}: "
+                                   f"{getattr(e, 'strerror', None) or e}") from None
         return p
 
     def table(self) -> str:
@@ -91,6 +100,24 @@ class Summary:
         return "\n".join(lines)
 
 
+def _atomic(dst: Path, write) -> None:
+    """``write(tmp)`` to a temporary file beside ``dst``, then rename it to ``dst``."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, dst)
+        tmp = None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 def _h(b: float) -> str:
     b = float(b)
     for unit in ("B", "kB", "MB", "GB", "TB", "PB"):
@@ -124,14 +151,22 @@ def git_sha() -> str:
 
 def prepare(cfg: SimConfig):
     """Load and chunk the workload. Returns (chunked trace, trace path, trace sha256)."""
+    return _prepare(cfg)[:3]
+
+
+def _prepare(cfg: SimConfig):
+    """:func:`prepare` and whether the block hashes were chained (``workload.rechain``)."""
     from .trace.chunks import chunk_trace
     from .trace.load import file_sha256, load_workload
+    from .trace.rechain import was_rechained
     from .trace.schema import block_tokens
 
     table = load_workload(cfg.workload, cfg.seed)
+    rechained = was_rechained(table)
     ct = resolve_chunk_tokens(cfg.chunk_tokens, block_tokens(table))
     a0 = float(table.column("arrival_s")[0].as_py())
     trace = chunk_trace(table, ct, warmup_s=a0 + cfg.workload.warmup_s, source_path=cfg.workload.path or "")
+    _check_against_trace(cfg, trace)
     if cfg.workload.format == "synthetic":
         tpath = "synthetic"
         sha = _table_sha(table)
@@ -140,7 +175,23 @@ def prepare(cfg: SimConfig):
         rp = resolve_trace_path(cfg.workload.path)
         tpath = str(rp)
         sha = file_sha256(rp)
-    return trace, tpath, sha
+    return trace, tpath, sha, rechained
+
+
+def _check_against_trace(cfg: SimConfig, trace) -> None:
+    """Settings that only the trace shows to be meaningless (ConfigError naming the key)."""
+    if trace.n_requests == 0:
+        return
+    if cfg.chunk_tokens != "auto" and trace.chunk_refs == 0:
+        longest = int(trace.input_tokens.max())
+        if longest < trace.chunk_tokens:
+            raise ConfigError("cache.chunk_tokens", f"{trace.chunk_tokens} tokens is longer than every prompt of "
+                                                    f"the trace (longest: {longest} tokens): no request has a full "
+                                                    "chunk, so there is nothing to cache")
+    span = float(trace.arrival_s[-1] - trace.arrival_s[0])
+    if span / cfg.fleet.epoch_s >= 2.0**53:
+        raise ConfigError("fleet.epoch_s", f"{cfg.fleet.epoch_s!r} s cuts the trace's {span:g} s into more than "
+                                           "2^53 epochs")
 
 
 def _table_sha(table: pa.Table) -> str:
@@ -161,8 +212,15 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress
     from .fleet import floors, run_fleet
 
     cfg = config if isinstance(config, SimConfig) else SimConfig.from_mapping(config)
+    path = None
+    if write:
+        path = cfg.summary_path or (Path(cfg.output_dir) / "summary.json" if cfg.output_dir else None)
+        if path:   # before any work: a path that cannot be written fails now, not after the replay
+            from .outputs import check_summary_path
+            check_summary_path(path, "output.summary_path" if cfg.summary_path else "output.dir")
+    rechained = False
     if trace is None:
-        trace, tpath, sha = prepare(cfg)
+        trace, tpath, sha, rechained = _prepare(cfg)
     else:
         tpath, sha = getattr(trace, "source", "given"), ""
     if cfg.fleet.backend == "ray":
@@ -213,15 +271,14 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress
         "chunks_tracked": trace.n_chunks,
         "counted_chunk_refs": refs,
         "floor_wall_s": floor_wall,
+        "block_hashes_rechained": bool(rechained),
     }
     summary = Summary(fleet=fleet, nodes=per_node, config=_resolved_config(cfg), run=run_info)
     summary.node_table = _node_table(per_node)
     summary.epoch_table = _epoch_table(trace, raw, cfg)
-    if write:
-        path = cfg.summary_path or (Path(cfg.output_dir) / "summary.json" if cfg.output_dir else None)
-        if path:
-            summary.write(path)
-            summary.run["summary_path"] = str(path)
+    if write and path:
+        summary.write(path, key="output.summary_path" if cfg.summary_path else "output.dir")
+        summary.run["summary_path"] = str(path)
     return summary
 
 

@@ -11,7 +11,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import UserError
+from .errors import TrackingError, UserError
 
 PROG = "cluster-sim"
 
@@ -76,6 +76,17 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(lines) if lines else type(exc).__name__
 
 
+def _too_many_digits(overrides: list[str]) -> str | None:
+    """Hydra's parser converts a number with ``int()``, which refuses more than 4300 digits."""
+    import re
+
+    limit = sys.get_int_max_str_digits()
+    for o in overrides:
+        if limit and re.search(r"\d{%d,}" % (limit + 1), o):
+            return f"{o.split('=', 1)[0]}: a number of more than {limit} digits"
+    return None
+
+
 def _validate(overrides: list[str]) -> str | None:
     """Compose and validate; return an error line or None."""
     from hydra.errors import HydraException
@@ -83,6 +94,9 @@ def _validate(overrides: list[str]) -> str | None:
 
     from .config import SimConfig
 
+    too_long = _too_many_digits(overrides)
+    if too_long:
+        return too_long
     try:
         cfg = SimConfig.from_mapping(compose(overrides))
         from .policies.base import make_policy
@@ -101,6 +115,9 @@ def _validate_sweep(overrides: list[str]) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException, OverrideParseException
 
+    too_long = _too_many_digits(overrides)
+    if too_long:
+        return too_long
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except OverrideParseException as e:
@@ -168,10 +185,6 @@ def _task(cfg) -> None:
         out["dir"] = HydraConfig.get().runtime.output_dir
     tracking = m.get("tracking") or {}
     try:
-        tracker = None
-        if tracking.get("enabled"):
-            from .tracking import Tracker
-            tracker = Tracker(tracking)        # a bad store fails before the simulation runs
         with _spinner("simulating") as progress:
             summary = run(m, progress=progress)
         print(summary.table())
@@ -179,11 +192,17 @@ def _task(cfg) -> None:
         if spath:
             print(f"\nsummary: {spath}")
         figures = _single_run_figures(m, summary, spath)
-        if tracker is not None:
-            _log_single(tracker, m, summary, spath, figures)
     except UserError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(e.exit_code)
+    if tracking.get("enabled"):   # after the results are written: an unusable store never costs them
+        try:
+            from .tracking import Tracker
+            _log_single(Tracker(tracking), m, summary, spath, figures)
+        except TrackingError as e:
+            where = Path(spath).parent if spath else "this terminal"
+            print(f"{PROG}: warning: {e}; the results are written ({where}), not logged", file=sys.stderr)
+            sys.exit(e.exit_code)
 
 
 def _single_run_figures(m: dict, summary, spath) -> Path | None:
@@ -218,15 +237,122 @@ def _log_single(tracker, m: dict, summary, spath, fig_dir) -> None:
         cfg_file = Path(tmp) / "config.yaml"
         cfg_file.write_text(yaml.safe_dump(data["config"], sort_keys=False))
         files.append((cfg_file, None))
-        rid = tracker.log_point(name=summary.run.get("policy_label") or "run", kind="single", config=m,
-                                summary=data, epochs=summary.epoch_table, out_dir=None, files=files,
-                                tags={"out_dir": str(Path(spath).parent.resolve()) if spath else ""})
+        try:
+            rid = tracker.log_point(name=summary.run.get("policy_label") or "run", kind="single", config=m,
+                                    summary=data, epochs=summary.epoch_table, out_dir=None, files=files,
+                                    tags={"out_dir": str(Path(spath).parent.resolve()) if spath else ""})
+        except Exception as e:  # noqa: BLE001 - the store went away or refused the run
+            from .tracking import one_line
+            raise TrackingError(tracker.uri, f"logging the run: {one_line(e)}") from e
     print(f"MLflow run: {rid} in experiment '{tracker.experiment_name}' ({tracker.uri})")
     print(f"  open the UI: {ui_command(tracker.uri)}")
 
 
+def _fixed(overrides: list[str]) -> list[str]:
+    """The overrides of a sweep that are the same for every point."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return [o.input_line for o in OverridesParser.create().parse_overrides(overrides) if not o.is_sweep_override()]
+
+
+def _hydra_dir(overrides: list[str], multirun: bool) -> tuple[str, str] | None:
+    """(key, resolved folder) of the run (``hydra.run.dir``) or sweep (``hydra.sweep.dir``), or None
+    when it cannot be resolved before Hydra runs."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    try:
+        if multirun:   # the points' own values do not decide the sweep folder
+            overrides = _fixed(overrides)
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3", job_name="cluster_sim"):
+            cfg = hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+        value = OmegaConf.select(cfg, key)
+    except Exception:  # noqa: BLE001 - e.g. an interpolation only Hydra's run can resolve
+        return None
+    return (key, str(value)) if value else None
+
+
+def _preflight(overrides: list[str], folder: tuple[str, str] | None, multirun: bool) -> str | None:
+    """Every output path checked before anything runs; returns an error line or None."""
+    from .outputs import check_dir, check_summary_path
+    from .tracking import check_settings
+
+    try:
+        if folder is not None:
+            check_dir(folder[1], folder[0])
+        base = compose(_fixed(overrides) if multirun else overrides)
+        tr = base.get("tracking") or {}
+        if tr.get("enabled"):
+            check_settings(tr)
+        if multirun:
+            return None
+        out = base.get("output") or {}
+        if out.get("dir"):
+            check_dir(out["dir"], "output.dir")
+        run_dir = out.get("dir") or (folder[1] if folder else None)
+        spath = out.get("summary_path") or (Path(run_dir) / "summary.json" if run_dir else None)
+        if spath:
+            check_summary_path(spath, "output.summary_path" if out.get("summary_path") else
+                               ("output.dir" if out.get("dir") else "hydra.run.dir"),
+                               figures=bool((base.get("report") or {}).get("figures", True)))
+    except UserError as e:
+        return str(e)
+    except Exception:  # noqa: BLE001 - composition errors were reported by validation already
+        return None
+    return None
+
+
+def _quote(value: str) -> str:
+    """A Hydra override value that is taken literally (quoted, with escapes)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+#: what Hydra puts into a run or sweep folder before the job runs
+HYDRA_ENTRIES = (".hydra", "cluster_sim.log", "multirun.yaml")
+
+
+def _new_folders(path: str) -> tuple[list[Path], list[Path]]:
+    """What a run at ``path`` would create: ``path`` and its ancestors that do not exist yet
+    (deepest first) or, for a folder that exists, Hydra's own entries that are not there yet."""
+    p = Path(os.path.abspath(path))
+    made = []
+    while not p.exists() and p.parent != p:
+        made.append(p)
+        p = p.parent
+    if made:
+        return made, []
+    return [], [p / name for name in HYDRA_ENTRIES if not (p / name).exists()]
+
+
+def _remove_new_folders(made: tuple[list[Path], list[Path]]) -> None:
+    """Take back what a failed run created (its run folder and parents left empty, or Hydra's
+    entries in a folder that was there), unless results were written there."""
+    import shutil
+
+    folders, entries = made
+    if folders:
+        if not folders[0].exists() or any(folders[0].rglob("summary.json")):
+            return
+        shutil.rmtree(folders[0], ignore_errors=True)
+        for p in folders[1:]:
+            try:
+                p.rmdir()   # only if empty: another run may have put something there meanwhile
+            except OSError:
+                break
+        return
+    for e in entries:
+        if e.is_dir():
+            shutil.rmtree(e, ignore_errors=True)
+        elif e.exists():
+            e.unlink()
+
+
 def main(argv: list[str] | None = None) -> int:
     import hydra
+
+    from .signals import Terminated, sigterm_as_interrupt
 
     argv = list(sys.argv[1:] if argv is None else argv)
     flags = [a for a in argv if a.startswith("-")]
@@ -235,24 +361,46 @@ def main(argv: list[str] | None = None) -> int:
                               "-sc", "--version") or f.startswith("--cfg") or f.startswith("--info") for f in flags)
     multirun = any(f in ("-m", "--multirun") for f in flags)
     _ensure_plugins()
+    made: tuple[list[Path], list[Path]] = ([], [])
     if not informational:
         err = _validate_sweep(overrides) if multirun else _validate(overrides)
+        folder = None if err else _hydra_dir(overrides, multirun)
+        err = err or _preflight(overrides, folder, multirun)
         if err:
             print(f"{PROG}: error: {err}", file=sys.stderr)
             return 2
+        if folder is not None:   # pin the folder Hydra creates, so that a failed run can take it back
+            key, value = folder
+            argv = [a for a in argv if not a.lstrip("+~").startswith(key + "=")] + [f"{key}={_quote(value)}"]
+            made = _new_folders(value)
     from . import sweep
 
     sweep.LAST = None
     app = hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")(_task)
     saved = sys.argv
     sys.argv = [PROG] + argv
+    code = 0
     try:
-        app()
+        with sigterm_as_interrupt():
+            app()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except KeyboardInterrupt as e:
+        code = 143 if isinstance(e, Terminated) else 130
+        what = "terminated (SIGTERM)" if code == 143 else "interrupted"
+        hint = "; finished points are kept, sweep.resume=true runs the rest" if multirun else ""
+        print(f"{PROG}: {what}{hint}", file=sys.stderr)
     finally:
         sys.argv = saved
+    if code not in (0, 3) and not (multirun and code == 1):
+        _remove_new_folders(made)
+    if code:
+        return code
     if multirun and not informational and sweep.LAST is not None:
         print(sweep.format_outcome(sweep.LAST))
-        return 1 if sweep.LAST.failed else 0
+        if sweep.LAST.failed:
+            return 1
+        return 3 if sweep.LAST.tracking_error else 0
     return 0
 
 

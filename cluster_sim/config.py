@@ -19,6 +19,7 @@ WORKLOAD_FORMATS = ("synthetic", "mooncake", "claude_code", "azure", "parquet")
 ROUTERS = ("round_robin", "random", "session_affinity", "least_loaded", "kv_aware")
 BACKENDS = ("inprocess", "ray")
 SYNC_MODES = ("none", "kv_events")
+RECHAIN_MODES = ("auto", "always", "never")   # workload.rechain (cluster_sim.trace.rechain.MODES)
 
 
 def parse_number(key: str, value, *, lo=None, hi=None, integer=False, allow_none=False, lo_open=False,
@@ -144,9 +145,11 @@ class WorkloadConfig:
     warmup_s: float = 0.0
     time_scale: float = 1.0
     replays_per_day_scale: float = 1.0
+    rechain: str = "auto"                          # auto | always | never (cluster_sim.trace.rechain)
     options: dict = field(default_factory=dict)   # reader / generator specific keys
 
-    _CORE = ("format", "path", "limit_requests", "until_s", "warmup_s", "time_scale", "replays_per_day_scale")
+    _CORE = ("format", "path", "limit_requests", "until_s", "warmup_s", "time_scale", "replays_per_day_scale",
+             "rechain")
 
     @classmethod
     def from_mapping(cls, m: Mapping, prefix: str = "workload") -> "WorkloadConfig":
@@ -161,6 +164,7 @@ class WorkloadConfig:
             warmup_s=_num(m, "warmup_s", prefix, 0.0, lo=0),
             time_scale=_num(m, "time_scale", prefix, 1.0, lo=0, lo_open=True),
             replays_per_day_scale=_num(m, "replays_per_day_scale", prefix, 1.0, lo=0, lo_open=True),
+            rechain=_choice(m, "rechain", prefix, RECHAIN_MODES, "auto"),
             options={k: v for k, v in m.items() if k not in cls._CORE},
         )
         from .trace.load import check_workload_options   # reader options, checked before any work
@@ -277,8 +281,8 @@ class SimConfig:
         hardware = HardwareConfig.from_mapping(m.get("hardware") or {})
         cache = m.get("cache") or {}
         ct = cache.get("chunk_tokens", "auto")
-        if ct != "auto":
-            ct = _num(cache, "chunk_tokens", "cache", lo=1, integer=True)
+        if ct != "auto":   # at most int32: a prompt (input_tokens, int32) is never longer
+            ct = _num(cache, "chunk_tokens", "cache", lo=1, hi=2**31 - 1, integer=True)
         out = m.get("output") or {}
         metrics = m.get("metrics") or {}
         return cls(

@@ -11,6 +11,7 @@ partial summary is produced.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -19,10 +20,42 @@ from .fleet import NodeRunner, SimulationError
 _STARTED_HERE = False
 
 
+#: where a local start listens: the loopback interface only (docs/sweeps.md "What listens")
+LOOPBACK = "127.0.0.1"
+
+
+@contextmanager
+def _loopback_node_ip():
+    """While Ray starts here, let it take 127.0.0.1 as this node's address.
+
+    ``ray.init(_node_ip_address="127.0.0.1")`` alone is not enough on Linux: Ray maps a loopback
+    address to the machine's routable one unless it is told the machine is no multi-node
+    cluster, the switch it keeps for Windows and macOS (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``,
+    read once as ``ray_constants.ENABLE_RAY_CLUSTER``). With it off during ``ray.init``, the GCS,
+    the raylet, the object manager, the runtime-env agent and every worker bind 127.0.0.1. Where a
+    Ray version lacks the switch, the plain ``_node_ip_address`` is what is left."""
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # pragma: no cover - another Ray layout
+        yield
+        return
+    had = hasattr(ray_constants, "ENABLE_RAY_CLUSTER")
+    old = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    if had:
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        if had:
+            ray_constants.ENABLE_RAY_CLUSTER = old
+
+
 def ensure_ray(address: str | None):
-    """Connect to Ray: ``local`` starts (or reuses) a local instance; ``auto`` / ``host:port``
-    join an existing cluster."""
+    """Connect to Ray: ``local`` starts (or reuses) a local instance bound to 127.0.0.1;
+    ``auto`` / ``host:port`` join an existing cluster."""
     import ray
+
+    from .signals import reclaim
 
     global _STARTED_HERE
     if ray.is_initialized():
@@ -30,10 +63,13 @@ def ensure_ray(address: str | None):
     kw = dict(include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
               configure_logging=False)
     if address in (None, "", "local"):
-        ray.init(num_cpus=max(2, os.cpu_count() or 2), object_store_memory=256 * 2**20, **kw)
+        with _loopback_node_ip():
+            ray.init(num_cpus=max(2, os.cpu_count() or 2), object_store_memory=256 * 2**20,
+                     _node_ip_address=LOOPBACK, **kw)
         _STARTED_HERE = True
     else:
         ray.init(address=address, **kw)
+    reclaim()   # ray.init installs its own SIGTERM handler in the driver (sys.exit)
     return ray
 
 

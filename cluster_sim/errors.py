@@ -7,6 +7,11 @@ anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) as one space."""
+    return " ".join(str(text).split())
+
+
 class UserError(Exception):
     """An error caused by user input (config or data), reported as one line."""
 
@@ -18,8 +23,8 @@ class ConfigError(UserError):
 
     def __init__(self, key: str, message: str):
         self.key = key
-        self.message = message
-        super().__init__(f"{key}: {message}")
+        self.message = one_line(message)
+        super().__init__(one_line(f"{key}: {message}"))
 
 
 class TraceError(UserError):
@@ -29,10 +34,22 @@ class TraceError(UserError):
         self.path = str(path)
         self.line = line
         self.field = field
-        self.message = message
+        self.message = one_line(message)
         where = self.path
         if line is not None:
             where += f":{line}"
         if field is not None:
             where += f": field '{field}'"
-        super().__init__(f"{where}: {message}")
+        super().__init__(one_line(f"{where}: {message}"))
+
+
+class TrackingError(Exception):
+    """The MLflow store could not be reached or written. Never costs results: the run's files
+    are written anyway, the command line prints one warning line and exits with status 3."""
+
+    exit_code = 3
+
+    def __init__(self, uri: str, message: str):
+        self.uri = uri
+        self.message = one_line(message)
+        super().__init__(one_line(f"MLflow tracking failed ({uri}): {message}"))

@@ -59,6 +59,7 @@ class SweepOutcome:
     experiment: str | None = None
     tracking_uri: str | None = None
     figures: list[str] = field(default_factory=list)
+    tracking_error: str | None = None     # MLflow failed: the points' files are written, the runs not logged
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
@@ -132,10 +133,13 @@ def check_ray_address(address: str | None) -> None:
 
 def _connect(address: str | None):
     from .distributed import ensure_ray
+    from .signals import reclaim
 
     check_ray_address(address)
     try:
-        return ensure_ray(address)
+        ray = ensure_ray(address)
+        reclaim()          # ray.init replaced the SIGTERM handler with its own sys.exit
+        return ray
     except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ... all mean "cannot connect"
         raise ConfigError("ray.address", f"cannot connect to Ray at {address!r}: {' '.join(str(e).split())[:200]}") \
             from e
@@ -177,11 +181,51 @@ def _progress(enabled: Any, total: int):
 
 # --------------------------------------------------------------------------- the driver
 
+class _Store:
+    """The sweep's MLflow side. Its first failure is one warning line, and the store is given up
+    for the rest of the sweep: every point's files are still written, and the exit status says so."""
+
+    def __init__(self, outcome: SweepOutcome):
+        self.tracker = None
+        self.outcome = outcome
+
+    def fail(self, what: str, e: BaseException) -> None:
+        from .tracking import one_line
+
+        uri = getattr(self.tracker, "uri", None) or self.outcome.tracking_uri or "?"
+        msg = f"MLflow tracking failed ({uri}): {what}: {one_line(e)}"
+        if self.outcome.tracking_error is None:
+            print(f"cluster-sim: warning: {msg}; the sweep goes on without MLflow (every point's files are "
+                  "written)", file=sys.stderr)
+            self.outcome.tracking_error = msg
+        self.tracker = None
+
+    def call(self, what: str, fn, *args, **kwargs):
+        if self.tracker is None:
+            return None
+        try:
+            return fn(self.tracker, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - any store failure
+            self.fail(what, e)
+            return None
+
+
 def run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | os.PathLike,
               command: str = "") -> SweepOutcome:
     """Run ``points`` as Ray tasks; log each as it finishes. ``settings`` holds the ``tracking``,
     ``sweep``, ``ray`` and ``report`` sections of the base config. Raises :class:`UserError`
-    (before anything runs) for a bad point, a bad Ray address or an unusable tracking store."""
+    (before anything runs) for a bad point or a bad Ray address, and for a tracking store that
+    cannot be opened when ``sweep.resume`` needs it; without resume an unusable store is one
+    warning line and the sweep runs without it (``SweepOutcome.tracking_error``). SIGTERM is
+    handled like Ctrl-C: the parent run is KILLED and the sweep can be resumed."""
+    from .signals import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():
+        return _run_sweep(points, settings=settings, sweep_dir=sweep_dir, command=command)
+
+
+def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | os.PathLike,
+               command: str = "") -> SweepOutcome:
     global LAST
     from .config import SimConfig
 
@@ -201,19 +245,33 @@ def run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | os
             raise UserError(f"sweep point #{p.idx} ({' '.join(p.overrides) or 'no overrides'}): {e}") from e
 
     check_ray_address(ray_cfg.get("address", "local"))   # before any run is opened
-    tracker = None
+    store = _Store(outcome)
+    from .tracking import config_hash
     if tr_cfg.get("enabled"):
-        from .tracking import Tracker, config_hash
-        tracker = Tracker(tr_cfg)
-        outcome.experiment, outcome.tracking_uri = tracker.experiment_name, tracker.uri
+        from .errors import TrackingError
+        from .tracking import Tracker, check_settings
+        check_settings(tr_cfg)
+        outcome.tracking_uri = str(tr_cfg.get("uri") or "")
+        try:
+            store.tracker = Tracker(tr_cfg)
+            outcome.experiment, outcome.tracking_uri = store.tracker.experiment_name, store.tracker.uri
+        except TrackingError as e:
+            if sw_cfg.get("resume"):
+                raise ConfigError("sweep.resume", f"needs the tracking store, and {e}") from None
+            store.fail("opening the store", e)
     elif sw_cfg.get("resume"):
         raise ConfigError("sweep.resume", "needs tracking.enabled=true (resume looks for FINISHED MLflow runs)")
 
     # resume: skip points with a FINISHED run of the same config hash
     todo: list[Point] = []
     skipped: list[tuple[Point, Any]] = []
-    if tracker is not None and sw_cfg.get("resume"):
-        done = tracker.finished_points()
+    if store.tracker is not None and sw_cfg.get("resume"):
+        try:
+            done = store.tracker.finished_points()
+        except Exception as e:  # noqa: BLE001 - nothing has run: say so and stop
+            from .tracking import one_line
+            raise ConfigError("sweep.resume", f"cannot search the tracking store {store.tracker.uri}: "
+                                              f"{one_line(e)}") from None
         for p in points:
             r = done.get(config_hash(p.config))
             (skipped.append((p, r)) if r is not None else todo.append(p))
@@ -221,24 +279,26 @@ def run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | os
         todo = list(points)
 
     parent = None
-    if tracker is not None:
-        parents = [r.data.tags.get("mlflow.parentRunId") for _, r in skipped if r.data.tags.get("mlflow.parentRunId")]
-        if parents:
-            parent = parents[0]
-            tracker.reopen(parent)
-            tracker.set_tags(parent, {"resumed": "true", "last_sweep_dir": str(sweep_dir.resolve())})
-        else:
-            parent = tracker.start_run(f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", kind="sweep",
-                                       tags={"sweep_dir": str(sweep_dir.resolve()), "command": command[:5000],
-                                             "points": len(points)})
-        outcome.parent_run_id = parent
+    parents = [r.data.tags.get("mlflow.parentRunId") for _, r in skipped if r.data.tags.get("mlflow.parentRunId")]
+    if parents:
+        parent = parents[0]
+        store.call("reopening the parent run", lambda t: (
+            t.reopen(parent), t.set_tags(parent, {"resumed": "true", "last_sweep_dir": str(sweep_dir.resolve())})))
+    else:
+        parent = store.call("starting the parent run", lambda t: t.start_run(
+            f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", kind="sweep",
+            tags={"sweep_dir": str(sweep_dir.resolve()), "command": command[:5000], "points": len(points)}))
+    parent = parent if store.tracker is not None else None
+    outcome.parent_run_id = parent
 
     LAST = outcome
     for p, r in skipped:
         res = PointResult(p.idx, p.overrides, "SKIPPED", p.out_dir, run_id=r.info.run_id,
                           ray_task_id=r.data.tags.get("ray_task_id"))
         try:
-            tracker.download_point(r.info.run_id, p.out_dir)
+            if store.tracker is None:
+                raise RuntimeError("the tracking store was given up")
+            store.tracker.download_point(r.info.run_id, p.out_dir)
             res.summary = json.loads((Path(p.out_dir) / "summary.json").read_text())
         except Exception as e:  # noqa: BLE001 - the run is finished in MLflow; its local copy is optional
             res.error = f"could not fetch outputs: {_one_line(e)}"
@@ -247,24 +307,24 @@ def run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | os
     status = "FINISHED"
     try:
         if todo:
-            _run_points(todo, outcome, tracker, parent, ray_cfg, sw_cfg, rep_cfg)
-    except KeyboardInterrupt:
+            _run_points(todo, outcome, store, parent, ray_cfg, sw_cfg, rep_cfg)
+    except KeyboardInterrupt:    # Ctrl-C, and SIGTERM (cluster_sim.signals)
         status = "KILLED"
         raise
     finally:
         outcome.results.sort(key=lambda r: r.idx)
         if status != "KILLED" and rep_cfg.get("figures", True):
-            _sweep_report(outcome, sweep_dir, tracker, parent)
-        if tracker is not None and parent:
-            try:
-                tracker.log_metrics(parent, {"points_finished": outcome.count("FINISHED") + outcome.count("SKIPPED"),
-                                             "points_failed": outcome.failed, "points_skipped": outcome.count("SKIPPED")})
-            finally:
-                tracker.end_run(parent, status if status == "KILLED" else ("FAILED" if outcome.failed else "FINISHED"))
+            _sweep_report(outcome, sweep_dir, store, parent)
+        if parent:
+            store.call("closing the parent run", lambda t: t.log_metrics(parent, {
+                "points_finished": outcome.count("FINISHED") + outcome.count("SKIPPED"),
+                "points_failed": outcome.failed, "points_skipped": outcome.count("SKIPPED")}))
+            store.call("closing the parent run", lambda t: t.end_run(
+                parent, status if status == "KILLED" else ("FAILED" if outcome.failed else "FINISHED")))
     return outcome
 
 
-def _run_points(todo, outcome, tracker, parent, ray_cfg, sw_cfg, rep_cfg) -> None:
+def _run_points(todo, outcome, store, parent, ray_cfg, sw_cfg, rep_cfg) -> None:
     ray = _connect(ray_cfg.get("address", "local"))
     task_cpus = float(ray_cfg.get("task_cpus") or 1)
     remote = ray.remote(num_cpus=task_cpus, max_retries=0)(_point_task)
@@ -284,7 +344,7 @@ def _run_points(todo, outcome, tracker, parent, ray_cfg, sw_cfg, rep_cfg) -> Non
                     info = ray.get(ref)
                 except Exception as e:  # noqa: BLE001 - the worker died or the task could not run
                     info = {"error": _one_line(e), "traceback": str(e), "ray_task_id": ref.task_id().hex()}
-                res = _finish_point(p, info, tracker, parent, rep_cfg)
+                res = _finish_point(p, info, store, parent, rep_cfg)
                 outcome.results.append(res)
                 if bar is not None:
                     bar.update(bar.task_ids[0], advance=1, failed=outcome.failed)
@@ -297,7 +357,7 @@ def _run_points(todo, outcome, tracker, parent, ray_cfg, sw_cfg, rep_cfg) -> Non
             bar.stop()
 
 
-def _finish_point(p: Point, info: dict, tracker, parent, rep_cfg) -> PointResult:
+def _finish_point(p: Point, info: dict, store: _Store, parent, rep_cfg) -> PointResult:
     """Driver side: write the point's folder, its figures and its MLflow child run."""
     ok = "summary" in info
     if ok:   # the config as the user wrote it (the task saw an absolute trace path)
@@ -314,7 +374,7 @@ def _finish_point(p: Point, info: dict, tracker, parent, rep_cfg) -> PointResult
             run_figures(Record(info["summary"], info.get("epochs")), out / "figures")
     except Exception as e:  # noqa: BLE001 - keep the sweep going; the point is marked failed
         res.status, res.error = "FAILED", f"writing outputs: {_one_line(e)}"
-    if tracker is not None:
+    if store.tracker is not None:
         tags = {"ray_task_id": info.get("ray_task_id") or "", "ray_node_id": info.get("ray_node_id") or "",
                 "worker_pid": info.get("pid") or "", "worker_host": info.get("host") or "",
                 "overrides": " ".join(p.overrides), "job_num": p.idx, "out_dir": str(out.resolve())}
@@ -322,16 +382,13 @@ def _finish_point(p: Point, info: dict, tracker, parent, rep_cfg) -> PointResult
             tags["error"] = res.error[:5000]
         label = (res.summary or {}).get("run", {}).get("policy_label") or "point"
         name = f"#{p.idx} " + (" ".join(p.overrides) or label)
-        try:
-            res.run_id = tracker.log_point(name=name[:250], kind="point", config=p.config, summary=res.summary,
-                                           epochs=info.get("epochs"), out_dir=out, parent_id=parent, tags=tags,
-                                           status=res.status, start_time_ms=info.get("start_ms"))
-        except Exception as e:  # noqa: BLE001
-            res.status, res.error = "FAILED", f"MLflow logging: {_one_line(e)}"
+        res.run_id = store.call(f"logging point #{p.idx}", lambda t: t.log_point(
+            name=name[:250], kind="point", config=p.config, summary=res.summary, epochs=info.get("epochs"),
+            out_dir=out, parent_id=parent, tags=tags, status=res.status, start_time_ms=info.get("start_ms")))
     return res
 
 
-def _sweep_report(outcome: SweepOutcome, sweep_dir: Path, tracker, parent) -> None:
+def _sweep_report(outcome: SweepOutcome, sweep_dir: Path, store: _Store, parent) -> None:
     from .report import load_dir, sweep_figures
 
     ok_dirs = [Path(r.out_dir) for r in outcome.results if r.status in ("FINISHED", "SKIPPED") and r.summary]
@@ -341,8 +398,8 @@ def _sweep_report(outcome: SweepOutcome, sweep_dir: Path, tracker, parent) -> No
             return
         paths = sweep_figures(recs, sweep_dir / "report")
         outcome.figures = [str(p) for p in paths]
-        if tracker is not None and parent:
-            tracker.log_artifacts(parent, sweep_dir / "report", "report")
+        if parent:
+            store.call("logging the sweep figures", lambda t: t.log_artifacts(parent, sweep_dir / "report", "report"))
     except Exception as e:  # noqa: BLE001 - figures never lose finished points
         print(f"cluster-sim: warning: sweep figures failed: {_one_line(e)}", file=sys.stderr)
 
@@ -362,6 +419,8 @@ def format_outcome(o: SweepOutcome) -> str:
         from .tracking import ui_command
         lines.append(f"MLflow: experiment '{o.experiment}', parent run {o.parent_run_id}")
         lines.append(f"  open the UI: {ui_command(o.tracking_uri)}")
+    if o.tracking_error:
+        lines.append(f"not logged: {o.tracking_error}")
     if o.figures:
         lines.append("figures: " + "  ".join(o.figures))
     return "\n".join(lines)

@@ -113,7 +113,12 @@ def _workload_mapping(args) -> dict:
         key, eq, raw = opt.partition("=")
         if not eq or not key:
             raise ConfigError("--option", f"expected KEY=VALUE, got {opt!r}")
-        _set_dotted(m, key.strip(), yaml.safe_load(raw))
+        try:
+            value = yaml.safe_load(raw)
+        except (yaml.YAMLError, ValueError) as e:   # ValueError: an integer of more than 4300 digits
+            raise ConfigError("--option", f"{key.strip()}: cannot read {raw[:40]!r}"
+                                          f"{'...' if len(raw) > 40 else ''} ({' '.join(str(e).split())[:120]})") from None
+        _set_dotted(m, key.strip(), value)
     if args.limit_requests is not None:
         m["limit_requests"] = args.limit_requests
     if args.until_s is not None:

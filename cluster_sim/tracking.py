@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .errors import ConfigError, UserError
+from .errors import ConfigError, TrackingError
 
 DEFAULT_URI = "sqlite:///mlflow_runs/mlflow.db"
 
@@ -40,10 +40,17 @@ HASH_TAG = "config_hash"
 
 # --------------------------------------------------------------------------- pure helpers (no mlflow)
 
+#: dotted keys that never change a simulated figure (``workload.rechain``: chaining is exact, and a
+#: trace that needs it fails without it), left out of the hash so that adding them moves no hash
+NON_SIM_DOTTED = ("workload.rechain",)
+
+
 def config_hash(config: Mapping, *, drop: Iterable[str] = ()) -> str:
-    """sha256 of the resolved config without :data:`NON_SIM_KEYS` (and ``drop``: dotted keys)."""
+    """sha256 of the resolved config without :data:`NON_SIM_KEYS`, :data:`NON_SIM_DOTTED` (and
+    ``drop``: dotted keys)."""
     import hashlib
 
+    drop = (*NON_SIM_DOTTED, *drop)
     c = {k: v for k, v in config.items() if k not in NON_SIM_KEYS}
     c = json.loads(json.dumps(c, default=str))
     if isinstance(c.get("model"), dict):
@@ -113,6 +120,61 @@ def hourly_series(epochs) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
+#: tracking-store URI schemes MLflow itself provides (others come from plugins: checked with MLflow)
+BUILTIN_SCHEMES = ("", "file", "sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks",
+                   "databricks-uc", "uc")
+#: MLflow's HTTP client, unless the environment says otherwise: at most 2 retries, 1 s and 2 s
+#: apart, 5 s per attempt, so an unreachable server costs seconds, not MLflow's ~4 minutes
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                 "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+
+
+def _local_path(uri: str) -> Path | None:
+    """The filesystem path of a ``sqlite:///`` or file store (None for a server)."""
+    from urllib.parse import urlparse
+
+    if uri.startswith("sqlite:///"):
+        p = Path(uri[len("sqlite:///"):])
+    elif uri.startswith("file:"):
+        p = Path(urlparse(uri).path)
+    elif "://" not in uri:
+        p = Path(uri).expanduser()
+    else:
+        return None
+    return p if p.is_absolute() else Path.cwd() / p
+
+
+def check_settings(settings: Mapping) -> None:
+    """Before a run: a ``tracking.uri`` of an unknown scheme, or a local store or artifact folder
+    that cannot exist (a regular file where a folder must be), is a ConfigError naming the key.
+    Nothing is contacted and MLflow is not imported for its own schemes."""
+    from urllib.parse import urlparse
+
+    from .outputs import check_dir, check_file
+
+    uri = str(settings.get("uri") or DEFAULT_URI)
+    scheme = urlparse(uri).scheme if "://" in uri or uri.startswith("file:") else ""
+    if scheme == "sqlite" and uri not in ("sqlite://", "sqlite:///:memory:"):
+        if not uri.startswith("sqlite:///"):
+            raise ConfigError("tracking.uri", f"expected sqlite:///<path of the database file>, got {uri!r}")
+        check_file(_local_path(uri), "tracking.uri")
+    elif scheme in ("", "file"):
+        check_dir(_local_path(uri), "tracking.uri")
+    elif scheme not in BUILTIN_SCHEMES:
+        try:
+            _quiet()
+            from mlflow.tracking._tracking_service.utils import _tracking_store_registry as registry
+            known = set(registry._registry)
+        except Exception:  # noqa: BLE001 - cannot tell: MLflow says so when the run is logged
+            return
+        if scheme not in known:
+            raise ConfigError("tracking.uri", f"unknown tracking store scheme {scheme!r} in {uri!r} "
+                                              f"(known: {', '.join(sorted(s for s in known if s))})")
+    root = settings.get("artifact_root")
+    if root and ("://" not in str(root) or str(root).startswith("file:")):
+        check_dir(_local_path(str(root)), "tracking.artifact_root")
+
+
 def resolve_uri(uri: str | None) -> str:
     """A relative ``sqlite:///path`` resolves against the working directory (contract §9);
     the folder is created. Other URIs pass through."""
@@ -152,23 +214,40 @@ def _quiet():
     os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+    for k, v in HTTP_DEFAULTS.items():
+        os.environ.setdefault(k, v)
+
+
+def one_line(e: BaseException) -> str:
+    """A store failure in one short line: MLflow's HTTP errors are cut to the request and the
+    operating system's reason (``... failed: [Errno 111] Connection refused``)."""
+    import re
+
+    msg = " ".join(str(e).split()) or type(e).__name__
+    reason = re.search(r"\[Errno -?\d+\] [^'\")\]]+|Read timed out|timed out", msg)
+    if reason and " failed with exception " in msg:
+        msg = f"{msg.split(' failed with exception ')[0]} failed: {reason.group(0).strip()}"
+    return msg[:300]
 
 
 class Tracker:
-    """One experiment in one tracking store. ``settings`` is the ``tracking`` config section."""
+    """One experiment in one tracking store. ``settings`` is the ``tracking`` config section.
+
+    A store that cannot be opened raises :class:`~cluster_sim.errors.TrackingError`."""
 
     def __init__(self, settings: Mapping):
         _quiet()
+        self.uri = str(settings.get("uri") or DEFAULT_URI)
         try:
             from mlflow import MlflowClient
             from mlflow.entities import Metric, Param, RunTag
         except ImportError as e:     # pragma: no cover - mlflow is a dependency
-            raise ConfigError("tracking.enabled", f"MLflow is not installed ({e}); use tracking.enabled=false") from e
+            raise TrackingError(self.uri, f"MLflow is not installed ({e}); use tracking.enabled=false") from e
         _quiet()     # mlflow sets its own logger level on import
         self._Metric, self._Param, self._RunTag = Metric, Param, RunTag
-        self.uri = resolve_uri(settings.get("uri"))
         self.experiment_name = str(settings.get("experiment") or "cluster_sim")
         try:
+            self.uri = resolve_uri(settings.get("uri"))
             self.client = MlflowClient(tracking_uri=self.uri)
             exp = self.client.get_experiment_by_name(self.experiment_name)
             if exp is None:
@@ -179,11 +258,8 @@ class Tracker:
                 self.experiment_id = exp.experiment_id
             else:
                 self.experiment_id = exp.experiment_id
-        except UserError:
-            raise
-        except Exception as e:  # noqa: BLE001 - any store failure is a bad tracking.uri for the user
-            msg = " ".join(str(e).split())[:300]
-            raise ConfigError("tracking.uri", f"cannot open MLflow store {self.uri}: {msg}") from e
+        except Exception as e:  # noqa: BLE001 - any store failure: unreachable, unwritable, corrupt
+            raise TrackingError(self.uri, f"cannot open the store: {one_line(e)}") from e
 
     # -- runs
 
@@ -255,8 +331,8 @@ class Tracker:
                     self.log_artifacts(rid, f, where)
                 elif f.exists():
                     self.client.log_artifact(rid, str(f), where)
-        except Exception:
-            self.end_run(rid, "FAILED")
+        except BaseException as e:   # Ctrl-C / SIGTERM while logging: the run is KILLED, not left RUNNING
+            self.end_run(rid, "KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED")
             raise
         self.end_run(rid, status)
         return rid

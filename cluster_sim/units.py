@@ -14,6 +14,8 @@ _UNITS = {
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
 }
+#: sizes and rates are at most 2^62 bytes: byte counters are int64, and twice any one size still fits
+MAX_BYTES = 2**62
 _RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*(/s)?\s*$")
 
 
@@ -40,6 +42,8 @@ def parse_bytes(value, key: str, *, allow_rate: bool = False) -> int:
         raise ConfigError(key, f"expected a size in bytes, got {type(value).__name__} {value!r}")
     if not math.isfinite(num) or num < 0:
         raise ConfigError(key, f"must be a non-negative size, got {value!r}")
+    if num > MAX_BYTES:
+        raise ConfigError(key, f"{value!r} is too large (at most {MAX_BYTES:.3g} bytes = 2^62, about 4.6 EB)")
     return int(round(num))
 
 

@@ -68,6 +68,11 @@ def _timestamp_ns(text: str) -> int | None:
     return ((days * 24 + h) * 60 + mi) * 60 * 1_000_000_000 + s * 1_000_000_000 + ns
 
 
+def _format_ns(t: int) -> str:
+    days = t // (86_400 * 10**9)
+    return date.fromordinal(_EPOCH_ORDINAL + days).isoformat()
+
+
 def read_azure_arrivals(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Read an Azure LLM inference CSV(.gz).
 
@@ -97,7 +102,15 @@ def read_azure_arrivals(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.nd
     except OSError as exc:
         raise TraceError(spath, f"cannot read file ({exc})") from None
 
-    reader = csv.reader(io.StringIO(text))
+    # newline="": the csv module sees every line ending (\n, \r\n and a bare \r) and ends a row there
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        return _rows(reader, spath)
+    except csv.Error as exc:   # e.g. a field over the csv module's size limit, a quote in the wrong place
+        raise TraceError(spath, f"malformed CSV ({exc})", line=reader.line_num) from None
+
+
+def _rows(reader, spath: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     header = next(reader, None)
     if header is None:
         raise TraceError(spath, "empty file (expected the header TIMESTAMP,ContextTokens,GeneratedTokens)", line=1)
@@ -134,17 +147,23 @@ def read_azure_arrivals(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.nd
             s = row[i].strip()
             if not s.isdigit() or not s.isascii():
                 raise TraceError(spath, f"expected a non-negative integer, got {row[i]!r}", line=line, field=name)
-            v = int(s)
+            v = int(s) if len(s) <= 12 else _INT32_MAX + 1   # int() refuses more than 4300 digits
             if v > _INT32_MAX:
-                raise TraceError(spath, f"too large ({v} > {_INT32_MAX})", line=line, field=name)
+                raise TraceError(spath, f"too large ({s if len(s) <= 12 else s[:12] + '...'} > {_INT32_MAX})",
+                                 line=line, field=name)
             vals.append(v)
         ts.append(t)
         ctx.append(vals[0])
         gen.append(vals[1])
     if not ts:
         raise TraceError(spath, "no rows after the header", line=2)
-    t_ns = np.asarray(ts, dtype=np.int64)
-    arrival = (t_ns - t_ns[0]).astype(np.float64) / 1e9
+    # from the first timestamp, in Python ints: a date past 2262 has no int64 nanoseconds since 1970
+    t0 = ts[0]
+    if ts[-1] - t0 >= 2**63:
+        raise TraceError(spath, f"the timestamps span more than 292 years (from {_format_ns(t0)} on)",
+                         line=reader.line_num, field="TIMESTAMP")
+    t_ns = np.asarray([t - t0 for t in ts], dtype=np.int64)
+    arrival = t_ns.astype(np.float64) / 1e9
     return arrival, np.asarray(ctx, dtype=np.int32), np.asarray(gen, dtype=np.int32)
 
 

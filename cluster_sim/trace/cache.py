@@ -21,9 +21,11 @@ next run.
   placement, its rate or the seed reuses the same entry).
 * **Integrity.** Files are written to a temporary name and renamed into
   place (atomic), with Parquet page checksums; a file that cannot be read,
-  fails its checksums, carries another key or fails
-  :func:`~cluster_sim.trace.schema.validate_table` is deleted and rebuilt —
-  never a crash. Old entries are not evicted; delete the folder to reclaim
+  fails its checksums or carries another key is deleted and rebuilt, with a
+  warning — never a crash. One that fails
+  :func:`~cluster_sim.trace.schema.validate_table` (it was written before a
+  check got stricter) is deleted and the source read again, which reports
+  what is wrong with it. Old entries are not evicted; delete the folder to reclaim
   space.
 """
 from __future__ import annotations
@@ -39,6 +41,8 @@ from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from cluster_sim.errors import TraceError
 
 __all__ = ["cache_dir", "source_sha256", "cache_key", "cache_path", "cached_table", "READER_VERSIONS", "ENV_VAR"]
 
@@ -104,15 +108,23 @@ def _load(path: Path, key_json: bytes, validate: Callable[[pa.Table, str], None]
             raise ValueError("cache key mismatch")
         del meta[_KEY_META]
         table = table.replace_schema_metadata(meta)
-        validate(table, str(path))
-        return table
     except Exception as exc:  # noqa: BLE001 - any damage means: rebuild
         warnings.warn(f"cluster_sim: ignoring unreadable trace cache {path} ({exc}); rebuilding", stacklevel=3)
-        try:
-            path.unlink()
-        except OSError:
-            pass
+        _unlink(path)
         return None
+    try:
+        validate(table, str(path))
+    except TraceError:   # written before a check got stricter: read the source again, which says what is wrong
+        _unlink(path)
+        return None
+    return table
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def _store(path: Path, table: pa.Table, key_json: bytes) -> None:

@@ -158,7 +158,7 @@ def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, so
         bad_ref = int(np.flatnonzero(parent[flat] != par_of_ref)[0])
         raise TraceError(source_path or _src(table),
                          f"block hash {int(hashes[bad_ref])} follows two different prefixes: the trace's hashes "
-                         "are not prefix-chained", line=int(req[bad_ref]) + 1, field="block_hashes")
+                         "are not prefix-chained (workload.rechain=auto chains them)", line=int(req[bad_ref]) + 1, field="block_hashes")
     depth = np.zeros(U, dtype=np.int64)
     depth[flat] = k + 1
     anchor = first_pos - k[first_pos] if total else first_pos

@@ -86,7 +86,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import re
 import zlib
 from pathlib import Path
 from typing import Iterator
@@ -95,7 +94,8 @@ import numpy as np
 import pyarrow as pa
 
 from cluster_sim.errors import ConfigError, TraceError
-from cluster_sim.trace.schema import build_table, validate_table
+from cluster_sim.trace._json import loads as _json_loads
+from cluster_sim.trace.schema import MAX_ARRIVAL_S, build_table, validate_table
 
 __all__ = [
     "read_claude_code",
@@ -116,7 +116,8 @@ CATEGORIES = ("agent", "subagent")  # index 0: top level, 1: nested at any depth
 _GZIP_MAGIC = b"\x1f\x8b"
 _INT32_MAX = 2**31 - 1
 _LOCAL_MAX = 2**LOCAL_ID_BITS - 1
-_KEY_RE = re.compile(r'"([^"\\]+)"\s*:')
+#: sub-agents nested deeper than this are refused (the real traces nest a few levels)
+MAX_SUBAGENT_DEPTH = 100
 _EMPTY = np.zeros(0, dtype=np.uint64)
 
 
@@ -130,11 +131,6 @@ def _is_gzip(path: Path) -> bool:
         return True
     with open(path, "rb") as fh:
         return fh.read(2) == _GZIP_MAGIC
-
-
-def _last_key_before(text: str, pos: int) -> str | None:
-    keys = _KEY_RE.findall(text[:pos])
-    return keys[-1] if keys else None
 
 
 def _type_name(v) -> str:
@@ -183,6 +179,8 @@ class _Session:
             self.fail(f"{fp}.{key}", f"must be finite, got {v!r}")
         if v < 0:
             self.fail(f"{fp}.{key}", f"must be >= 0, got {v!r}")
+        if v > MAX_ARRIVAL_S:
+            self.fail(f"{fp}.{key}", f"too large ({v!r} s > {MAX_ARRIVAL_S:g} s)")
         return float(v)
 
     def _int(self, r: dict, key: str, fp: str) -> int:
@@ -234,7 +232,9 @@ class _Session:
             return namespace_local_ids(arr, self.index)
         return arr.astype(np.uint64, copy=False)
 
-    def walk(self, reqs, base_t: float, fp: str, cat: int, agent: int = 0) -> None:
+    def walk(self, reqs, base_t: float, fp: str, cat: int, agent: int = 0, depth: int = 0) -> None:
+        if depth > MAX_SUBAGENT_DEPTH:
+            self.fail(fp[:60] + " ... " + fp[-40:], f"sub-agents nested more than {MAX_SUBAGENT_DEPTH} deep")
         if type(reqs) is not list:
             self.fail(fp, f"expected a list of requests, got {_type_name(reqs)}")
         last_t = -math.inf
@@ -257,7 +257,7 @@ class _Session:
                 if "requests" not in r:
                     self.fail(f"{rp}.requests", "missing field (a sub-agent needs its own request list)")
                 self.n_agents += 1
-                self.walk(r["requests"], base_t + t, f"{rp}.requests", 1, self.n_agents)
+                self.walk(r["requests"], base_t + t, f"{rp}.requests", 1, self.n_agents, depth + 1)
                 prev_type = prev_in = prev_ids = None
                 continue
             n_in = self._int(r, "in", rp)
@@ -437,15 +437,7 @@ def _jsonl_sessions(p: Path, spath: str) -> Iterator[tuple[object, str, int, boo
 
 
 def _loads(raw: bytes, spath: str, lineno: int, *, multiline: bool = False):
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        text = raw.decode("utf-8", errors="replace")
-        pos = getattr(exc, "pos", len(text))
-        field = _last_key_before(text, pos)
-        kind = "truncated JSON" if pos >= len(text.rstrip()) else "invalid JSON"
-        line = exc.lineno if multiline and hasattr(exc, "lineno") else lineno
-        raise TraceError(spath, f"{kind}: {exc}", line=line, field=field) from None
+    return _json_loads(raw, spath, lineno, multiline=multiline)
 
 
 def session_files(directory: Path) -> list[Path]:
@@ -528,4 +520,4 @@ def validate_table_unplaced(table: pa.Table, path: str) -> None:
     sess = table.column("session_id").to_numpy()
     offset = sess.astype(np.float64) * (float(arrival.max()) + 1.0)
     shifted = table.set_column(0, "arrival_s", pa.array(arrival + offset))
-    validate_table(shifted, path)
+    validate_table(shifted, path, max_arrival_s=None)   # the reader bounds each time (MAX_ARRIVAL_S)

@@ -14,6 +14,8 @@ import pyarrow as pa
 
 from ..errors import ConfigError, TraceError
 
+from .schema import MAX_ARRIVAL_S
+
 READERS = ("synthetic", "mooncake", "claude_code", "azure", "parquet")
 
 # reader / generator options (``workload.<key>`` beyond the core keys) accepted per format
@@ -112,22 +114,31 @@ def project_root() -> Path:
 
 def resolve_trace_path(p: str) -> Path:
     """A relative path resolves against the current directory; if nothing is there, against
-    the project root (so the bundled ``traces/default.parquet`` is found from anywhere)."""
+    the project root (so the bundled ``traces/default.parquet`` is found from anywhere).
+
+    The path must be a regular file or a directory: a trace is read more than once (its
+    checksum, the converted-trace cache, the reader), which a pipe (``<(zcat ...)``), a FIFO
+    or a device cannot give."""
     path = Path(p).expanduser()
-    if path.exists():
-        return path
-    if not path.is_absolute():
-        alt = project_root() / path
-        if alt.exists():
-            return alt
-    raise ConfigError("workload.path", f"trace file not found: {p}")
+    if not path.exists() and not path.is_absolute() and (project_root() / path).exists():
+        path = project_root() / path
+    if not path.exists():
+        raise ConfigError("workload.path", f"trace file not found: {p}")
+    if not (path.is_file() or path.is_dir()):
+        raise ConfigError("workload.path", f"{p} is not a regular file (a pipe, FIFO or device?); the trace is "
+                                           "read more than once, so give a file (gzip is read directly)")
+    return path
 
 
 def apply_filters(table: pa.Table, wl) -> pa.Table:
     arr = np.asarray(table.column("arrival_s").to_numpy(zero_copy_only=False), dtype=np.float64)
     if len(arr) and wl.time_scale != 1.0:
         a0 = arr[0]
-        scaled = a0 + (arr - a0) / wl.time_scale
+        with np.errstate(over="ignore"):
+            scaled = a0 + (arr - a0) / wl.time_scale
+        if not np.isfinite(scaled[-1]) or scaled[-1] > MAX_ARRIVAL_S:
+            raise ConfigError("workload.time_scale", f"{wl.time_scale!r} stretches the trace's "
+                              f"{float(arr[-1] - a0):g} s beyond {MAX_ARRIVAL_S:g} s of arrivals")
         table = table.set_column(table.column_names.index("arrival_s"), "arrival_s", pa.array(scaled, pa.float64()))
         arr = scaled
     if wl.until_s is not None and len(arr):
@@ -139,10 +150,16 @@ def apply_filters(table: pa.Table, wl) -> pa.Table:
 
 
 def load_workload(wl, seed: int) -> pa.Table:
-    table = apply_filters(read_workload(wl, seed), wl)
+    """Read, filter (§1) and, where the hashes are not prefix-chained, chain them (``workload.rechain``)."""
+    from .rechain import chain_table
+
+    table = read_workload(wl, seed)
+    if table.num_rows == 0:
+        raise TraceError(wl.path or "<synthetic>", "the trace has no requests")
+    table = apply_filters(table, wl)
     if table.num_rows == 0:
         raise TraceError(wl.path or "<synthetic>", "no requests left after workload.until_s / limit_requests")
-    return table
+    return chain_table(table, getattr(wl, "rechain", "auto"), wl.path or "<synthetic>")
 
 
 def file_sha256(path: str | Path) -> str:

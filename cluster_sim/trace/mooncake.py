@@ -17,9 +17,7 @@ the file has no blank lines; blank lines are the only thing skipped); ``session_
 from __future__ import annotations
 
 import gzip
-import json
 import math
-import re
 import zlib
 from itertools import chain
 from pathlib import Path
@@ -28,7 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from cluster_sim.errors import TraceError
-from cluster_sim.trace.schema import build_table, validate_table
+from cluster_sim.trace._json import loads
+from cluster_sim.trace.schema import MAX_ARRIVAL_S, build_table, validate_table
 
 __all__ = ["read_mooncake", "MOONCAKE_BLOCK_TOKENS"]
 
@@ -37,7 +36,7 @@ MOONCAKE_BLOCK_TOKENS = 512
 _GZIP_MAGIC = b"\x1f\x8b"
 _INT32_MAX = 2**31 - 1
 _UINT64_MAX = 2**64 - 1
-_KEY_RE = re.compile(r'"([^"\\]+)"\s*:')
+_MAX_TIMESTAMP_MS = MAX_ARRIVAL_S * 1000.0
 
 
 def _is_gzip(path: Path) -> bool:
@@ -45,12 +44,6 @@ def _is_gzip(path: Path) -> bool:
         return True
     with open(path, "rb") as fh:
         return fh.read(2) == _GZIP_MAGIC
-
-
-def _last_key_before(text: str, pos: int) -> str | None:
-    """The last ``"key":`` before ``pos`` — the field a truncated line broke off in."""
-    keys = _KEY_RE.findall(text[:pos])
-    return keys[-1] if keys else None
 
 
 def _int_field(record: dict, key: str, path: str, line: int, *, upper: int = _INT32_MAX) -> int:
@@ -92,14 +85,7 @@ def read_mooncake(path: str | Path) -> pa.Table:
             for lineno, raw in enumerate(fh, start=1):
                 if not raw.strip():
                     continue
-                try:
-                    record = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    text = raw.decode("utf-8", errors="replace")
-                    pos = getattr(exc, "pos", len(text))
-                    field = _last_key_before(text, pos)
-                    kind = "truncated JSON" if pos >= len(text.rstrip()) else "invalid JSON"
-                    raise TraceError(spath, f"{kind}: {exc}", line=lineno, field=field) from None
+                record = loads(raw, spath, lineno)
                 if type(record) is not dict:
                     raise TraceError(spath, f"expected a JSON object, got {type(record).__name__}", line=lineno)
 
@@ -110,6 +96,9 @@ def read_mooncake(path: str | Path) -> pa.Table:
                     raise TraceError(spath, f"expected a number of milliseconds, got {ts!r}", line=lineno, field="timestamp")
                 if ts < 0:
                     raise TraceError(spath, f"must be >= 0, got {ts}", line=lineno, field="timestamp")
+                if ts > _MAX_TIMESTAMP_MS:
+                    raise TraceError(spath, f"too large ({ts!r} ms > {_MAX_TIMESTAMP_MS:g} ms, about 31,700 years)",
+                                     line=lineno, field="timestamp")
                 if ts < last_ts:
                     raise TraceError(
                         spath, f"timestamp decreases ({ts} after {last_ts}); the trace must be sorted by time",

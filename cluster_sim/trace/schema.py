@@ -27,6 +27,7 @@ from cluster_sim.errors import TraceError
 
 __all__ = [
     "TRACE_SCHEMA",
+    "MAX_ARRIVAL_S",
     "BLOCK_TOKENS_KEY",
     "SOURCE_KEY",
     "build_table",
@@ -74,6 +75,9 @@ CANONICAL_SCHEMA = pa.schema(list(TRACE_SCHEMA) + list(SIGNAL_FIELDS))
 STOP_REASONS = ("unknown", "tool_use", "end_turn", "max_tokens", "other")
 
 _INT32_MAX = np.iinfo(np.int32).max
+#: arrival times (seconds) beyond this are refused: 10^12 s is about 31,700 years, far past any
+#: trace, and keeps every time difference the simulator forms exact to well under a millisecond
+MAX_ARRIVAL_S = 1e12
 
 
 def stop_reason_codes(values) -> np.ndarray:
@@ -340,16 +344,19 @@ def _np(column: pa.ChunkedArray) -> np.ndarray:
     return _flat(column).to_numpy(zero_copy_only=False)
 
 
-def validate_table(table: pa.Table, path: str | object = "<table>") -> None:
+def validate_table(table: pa.Table, path: str | object = "<table>", *,
+                   max_arrival_s: float | None = MAX_ARRIVAL_S) -> None:
     """Check that ``table`` is a well-formed canonical trace; raise TraceError if not.
 
     ``path`` is only used in the error message. Row numbers in errors are
     1-based (row 1 is the first request). Checks: every canonical column is
     present with its type; no nulls in non-nullable columns; ``block_tokens``
     metadata is a positive integer; ``arrival_s`` finite, ``>= 0`` and
-    non-decreasing; ``request_id`` unique; token counts ``>= 0``; ``turn >= 1``
-    where given; no null hash; at least ``floor(input_tokens / block_tokens)``
-    hashes per request.
+    non-decreasing and at most ``max_arrival_s``; ``request_id`` unique; token
+    counts ``>= 0``; ``turn >= 1`` where given; no null hash; at least
+    ``floor(input_tokens / block_tokens)`` and at most
+    ``ceil(input_tokens / block_tokens)`` hashes per request (a hash names a
+    block of at least one token); ``block_tokens`` at most 2^31 - 1.
     """
     path = str(path)
     names = set(table.column_names)
@@ -381,6 +388,9 @@ def validate_table(table: pa.Table, path: str | object = "<table>") -> None:
         bt = int(meta[BLOCK_TOKENS_KEY].decode())
     except ValueError:
         bt = 0
+    if bt > _INT32_MAX:
+        raise TraceError(path, f"schema metadata 'block_tokens' is too large ({bt} > {_INT32_MAX})",
+                         field="block_tokens")
     if bt <= 0:
         raise TraceError(
             path, f"schema metadata 'block_tokens' must be a positive integer, got {meta[BLOCK_TOKENS_KEY]!r}",
@@ -399,6 +409,8 @@ def validate_table(table: pa.Table, path: str | object = "<table>") -> None:
     arrival = _np(table.column("arrival_s"))
     fail(~np.isfinite(arrival), "arrival_s", "not a finite number")
     fail(arrival < 0, "arrival_s", "negative arrival time")
+    if max_arrival_s is not None:
+        fail(arrival > max_arrival_s, "arrival_s", f"arrival time beyond {max_arrival_s:g} s")
     decreasing = np.zeros(len(arrival), dtype=bool)
     decreasing[1:] = arrival[1:] < arrival[:-1]
     fail(decreasing, "arrival_s", "arrival time decreases (must be non-decreasing)")
@@ -443,6 +455,11 @@ def validate_table(table: pa.Table, path: str | object = "<table>") -> None:
         counts < in_tok // bt,
         "block_hashes",
         f"fewer hashes than full blocks (floor(input_tokens / {bt}))",
+    )
+    fail(
+        counts > (in_tok.astype(np.int64) + (bt - 1)) // bt,
+        "block_hashes",
+        f"more hashes than the prompt has blocks (ceil(input_tokens / {bt}))",
     )
 
 
