@@ -41,8 +41,8 @@ A_ALPHA, A_TAU, A_H, A_R0, A_T0, A_R0T0, A_G, A_HOST, A_SSDREAD, A_SSDLAT, A_CW,
     A_CWNOW, A_NCKPT, A_NDEM, A_NDEM2 = range(17)
 N_PARAMS = 17
 # flags (int64 array F)
-F_POP, F_HASSSD, F_STATIC, F_SHADOW, F_PEEK, F_ROOTSIDE, F_CUR = range(7)
-N_FLAGS = 7
+F_POP, F_HASSSD, F_STATIC, F_SHADOW, F_PEEK, F_ROOTSIDE, F_CUR, F_EST = range(8)
+N_FLAGS = 8
 # counters (int64 array K), in the order of gandalf.COUNTERS
 K_DROPS_FA, K_DROPS_STATE, K_MOVES_FA, K_MOVES_STATE, K_MOVES_FREE, K_REJECTED, K_SSD_EVICTIONS, \
     K_REPUSHES = range(8)
@@ -284,9 +284,12 @@ def t_take(T, gen, res, parent, dcnt, dany, bit, p, drop_last):
 
 # ---------------------------------------------------------------------------- estimates
 # C = (res, pin, size, parent, depth, anchor, flat, dcnt_dram, dcnt_ssd, dany)
-# S = (t_first, t_last, hits, sz, state_demands, pop_p, crc, crc_cum)
+# S = (t_first, t_last, hits, sz, state_demands, pop_p, crc, crc_cum, E)
+# F_EST (reuse=hints / learned): E[p] is the payload's estimate, kept current by the interpreter
 @njit(cache=True)
 def _fa_e0(S, P, F, p, tl):
+    if F[F_EST]:
+        return S[8][p]
     if F[F_POP]:
         if tl != tl:
             return S[5][0]
@@ -307,6 +310,8 @@ def _rate(S, P, p):
 
 @njit(cache=True)
 def e_hits(S, P, F, p, now):
+    if F[F_EST]:
+        return S[8][p]
     tl = S[1][p]
     if tl != tl:
         tl = now
@@ -423,6 +428,28 @@ def cand_key(C, S, P, F, p, now):
     if jm != _INF:
         jm = _log_or_floor(jm) + now / P[A_TAU]
     return jd if jd < jm else jm
+
+
+@njit(cache=True)
+def rekey_many(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany, t_first, t_last, hits, sz,
+               state_demands, pop_p, crc, crc_cum, E, P, F, cmem, smem, ps, now, c_items, c_keys, s_items, s_keys):
+    """Fresh keys of the payloads ``ps`` in the candidate heap (``cmem``) and the SSD heap
+    (``smem``); returns how many of each were written to the output arrays."""
+    C = (res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany)
+    S = (t_first, t_last, hits, sz, state_demands, pop_p, crc, crc_cum, E)
+    nc = 0
+    ns = 0
+    for i in range(len(ps)):
+        p = ps[i]
+        if cmem[p]:
+            c_items[nc] = p
+            c_keys[nc] = cand_key(C, S, P, F, p, now)
+            nc += 1
+        if smem[p]:
+            s_items[ns] = p
+            s_keys[ns] = ssd_key(C, S, P, F, p, now)
+            ns += 1
+    return nc, ns
 
 
 # ---------------------------------------------------------------------------- victim pool
@@ -801,19 +828,19 @@ def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
 # Flat arguments: the dispatcher types plain arrays in C, tuples of arrays in Python (slow).
 @njit(cache=True)
 def select_dram_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
-                     tf, tl, hits, sz, sdem, popp, crc, crcc, P, F, K,
+                     tf, tl, hits, sz, sdem, popp, crc, crcc, est, P, F, K,
                      cs, ckv, ckk, cmem, cmeta, ss, skv, skk, smem, smeta,
                      td0, td1, td2, td3, td4, ts0, ts1, ts2, ts3, ts4, G, need, now, ssd_free):
     C = (res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany)
-    S = (tf, tl, hits, sz, sdem, popp, crc, crcc)
+    S = (tf, tl, hits, sz, sdem, popp, crc, crcc, est)
     return select_dram(C, S, P, F, K, (cs, ckv, ckk, cmem, cmeta), (ss, skv, skk, smem, smeta),
                        (td0, td1, td2, td3, td4), (ts0, ts1, ts2, ts3, ts4), G, need, now, ssd_free)
 
 
 @njit(cache=True)
 def select_ssd_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
-                    tf, tl, hits, sz, sdem, popp, crc, crcc, P, F, K,
+                    tf, tl, hits, sz, sdem, popp, crc, crcc, est, P, F, K,
                     ss, skv, skk, smem, smeta, ts0, ts1, ts2, ts3, ts4, G, need, now, plan):
     C = (res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany)
-    S = (tf, tl, hits, sz, sdem, popp, crc, crcc)
+    S = (tf, tl, hits, sz, sdem, popp, crc, crcc, est)
     return select_ssd(C, S, P, F, K, (ss, skv, skk, smem, smeta), (ts0, ts1, ts2, ts3, ts4), G, need, now, plan)

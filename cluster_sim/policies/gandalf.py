@@ -57,6 +57,7 @@ _BUCKETS = 6          # reuse=population: earlier touches 0, 1, ..., 5, 6+
 _EPS = 1e-9
 _MAX_RESCORE = 8
 # decision counters; the compiled engine keeps them in an array in this order (_gandalf_jit.K_*)
+REUSE_MODES = ("rate", "population", "hints", "learned")
 COUNTERS = ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free", "admissions_rejected_by_fee",
             "ssd_evictions", "rescore_repushes")
 
@@ -68,7 +69,8 @@ class GandalfPolicy(Policy):
 
     def __init__(self, alpha=1.0, placement="capacity_aware", tau_s=600.0, horizon_s=None, prior_rate=None,
                  prior_window_s=None, wear_price="static", victim_loss="exact", victim_peek=64, moveset="any",
-                 objective="dollars", reuse="rate", replays_per_day_scale=1.0, engine="auto", **unknown):
+                 objective="dollars", reuse="rate", replays_per_day_scale=1.0, engine="auto", refit_requests=500,
+                 **unknown):
         if unknown:
             raise ConfigError(f"policy.{next(iter(unknown))}", "unknown parameter for policy 'gandalf'")
         self.alpha = num_param("alpha", alpha, lo=0, allow_inf=True)
@@ -98,9 +100,13 @@ class GandalfPolicy(Policy):
         if objective not in ("dollars", "chunks"):
             raise ConfigError("policy.objective", f"must be dollars or chunks, got {objective!r}")
         self.objective = objective
-        if reuse not in ("rate", "population"):
-            raise ConfigError("policy.reuse", f"must be rate or population, got {reuse!r}")
+        if reuse not in REUSE_MODES:
+            raise ConfigError("policy.reuse", f"must be one of {', '.join(REUSE_MODES)}, got {reuse!r}")
         self.reuse = reuse
+        self.refit_requests = num_param("refit_requests", refit_requests, lo=1, integer=True)
+        # hints / learned: E = P(demanded again within the SSD's characteristic time), re-evaluated
+        # at events (policies/reuse.py); keys then carry no time term (frame time constant ∞)
+        self.ftau = _INF if reuse in ("hints", "learned") else self.tau
         self.rpd_scale = num_param("replays_per_day_scale", replays_per_day_scale, lo=0, allow_inf=True)
         if engine not in ("auto", "numba", "python"):
             raise ConfigError("policy.engine", f"must be auto, numba or python, got {engine!r}")
@@ -176,6 +182,12 @@ class GandalfPolicy(Policy):
         if self.placement == "strict":
             self.walk_dram = st.new_lru(DRAM)
             self.walk_ssd = st.new_lru(SSD)
+        self.est = None
+        self._meta = None
+        self.log_age = None          # EWMA of log(age) of the SSD copies evicted: the SSD's characteristic time
+        if self.reuse in ("hints", "learned"):
+            from .reuse import make_reuse
+            self.est = make_reuse(self.reuse, n2, st.depth, refit_requests=self.refit_requests)
         if self._jit is not None:
             self._jit_setup()
 
@@ -206,6 +218,9 @@ class GandalfPolicy(Policy):
             tl[p] = now
         # STATE demand: the deepest checkpoint position ever created on the path
         w = np.flatnonzero(self.ckpt_ever[path])
+        if self.est is not None:
+            self._meta = meta
+            self._rekey(self.est.access(path, 2 * int(path[w[-1]]) + 1 if len(w) else -1, now, meta))
         if len(w):
             c = int(path[w[-1]])
             q = 2 * c + 1
@@ -247,6 +262,8 @@ class GandalfPolicy(Policy):
 
     def _fa_e0(self, p: int, tl: float) -> float:
         """E_hits of FA payload ``p`` at its last touch ``tl`` (before decay)."""
+        if self.est is not None:
+            return float(self.est.E[p])
         if self.reuse == "population":
             if tl != tl:
                 return self.pop_p[0]
@@ -267,6 +284,8 @@ class GandalfPolicy(Policy):
                 if tf[q] != tf[q]:
                     tf[q] = now
                 tl[q] = now
+            if self.est is not None:
+                self._rekey(self.est.created_states(states, now, self._meta))
             if self._jit is not None:
                 self._tf_a[states] = [tf[q] for q in states.tolist()]
                 self._tl_a[states] = now
@@ -297,6 +316,52 @@ class GandalfPolicy(Policy):
         elif tier == SSD:
             self.ssd_heap.discard(p)
 
+    def _note_ssd_victims(self, ps) -> None:
+        """The SSD's characteristic time (Che): a geometric running mean of the ages (time since
+        the last touch) of the copies the SSD gives up; ∞ until it has given one up."""
+        tl = self.t_last
+        now = self.now
+        la = self.log_age
+        for p in ps:
+            t = tl[p]
+            if t == t:
+                x = math.log(max(now - t, 1.0))
+                la = x if la is None else 0.999 * la + 0.001 * x
+        self.log_age = la
+
+    def tick(self, now) -> None:
+        if self.est is None:
+            return
+        self.now = now
+        self.est.H = math.exp(self.log_age) if self.log_age is not None else _INF
+        low = self.est.tick(now, self.st.res)
+        if low is None:
+            self._rekey_all()
+        else:
+            self._rekey(low)
+
+    def _rekey(self, ps) -> None:
+        """Re-push the heap entries of payloads whose estimate went down (a stored key must
+        never exceed the current one: keys are lower bounds, re-scored at pop)."""
+        if not len(ps):
+            return
+        if self._jit is not None:
+            self._jit_rekey(ps)
+            return
+        now = self.now
+        for p in ps.tolist():
+            if p in self.cand:
+                self.cand.push(p, self._cand_key(p, now), tie=p)
+            if p in self.ssd_heap:
+                self.ssd_heap.push(p, self._ssd_key(p, now), tie=p)
+
+    def _rekey_all(self) -> None:
+        if self._jit is not None:
+            members = np.flatnonzero((self.cand.mem != 0) | (self.ssd_heap.mem != 0))
+        else:
+            members = np.asarray(sorted(set(self.cand.items()) | set(self.ssd_heap.items())), dtype=np.int64)
+        self._rekey(members)
+
     def on_leaf(self, tier, c) -> None:
         if self.placement == "strict":
             return
@@ -324,10 +389,12 @@ class GandalfPolicy(Policy):
         return (self.hits[p] + self.r0T0) / (tl - self.t_first[p] + self.T0)
 
     def e_hits(self, p: int, now: float) -> float:
+        if self.est is not None:
+            return float(self.est.E[p])
         tl = self.t_last[p]
         if tl != tl:
             tl = now
-        decay = math.exp(-(now - tl) / self.tau)
+        decay = math.exp(-(now - tl) / self.ftau)
         if not p & 1:
             return self._fa_e0(p, self.t_last[p]) * decay
         c = p >> 1
@@ -402,11 +469,11 @@ class GandalfPolicy(Policy):
             v = self._fa_e0(p, tl) * self.g * self.crc[self.dep[p >> 1]] / sz
             if tl != tl:
                 tl = self.now
-            return (math.log(v) if v > 0 else -1e300) + tl / self.tau
+            return (math.log(v) if v > 0 else -1e300) + tl / self.ftau
         if tl != tl:
             tl = self.now
         v = self.e_hits(p, tl) * self.g * self.c_rc(p) / sz
-        return (math.log(v) if v > 0 else -1e300) + tl / self.tau
+        return (math.log(v) if v > 0 else -1e300) + tl / self.ftau
 
     def _ssd_key(self, p: int, now: float) -> float:
         """Time-invariant SSD-victim key: log(lost value per byte at t_last) + t_last/τ.
@@ -423,7 +490,7 @@ class GandalfPolicy(Policy):
         if tl != tl:
             tl = now
         loss = max(0.0, self.e_hits(p, tl) * self.g * (self.c_rc(p) - self._ld_ssd(sz)))
-        return (math.log(loss / sz) if loss > 0 else -1e300) + tl / self.tau
+        return (math.log(loss / sz) if loss > 0 else -1e300) + tl / self.ftau
 
     def _move_key(self, p: int, now: float) -> float:
         sz = self.sz[p]
@@ -441,7 +508,7 @@ class GandalfPolicy(Policy):
             tl = self.t_last[p]
             e = self._fa_e0(p, tl)
             if tl == tl:
-                e *= math.exp((tl - now) / self.tau)
+                e *= math.exp((tl - now) / self.ftau)
         # C_ld,S − C_ld,D = SSD latency + S / SSD read bandwidth
         return (fee + e * self.g * (self.ssd_lat + sz / self.ssd_read)) / sz
 
@@ -456,7 +523,7 @@ class GandalfPolicy(Policy):
         if not self.has_ssd:
             return jd
         jm = self._move_key(p, now)
-        jm = (math.log(jm) if jm > 0 else -1e300) + now / self.tau if jm != _INF else _INF
+        jm = (math.log(jm) if jm > 0 else -1e300) + now / self.ftau if jm != _INF else _INF
         return jd if jd < jm else jm
 
     def _push_cand(self, p: int) -> None:
@@ -489,10 +556,14 @@ class GandalfPolicy(Policy):
                 self._count(p, a, tier)
             return out
         if self._jit is not None:
-            return self._jit_select(tier, bytes_needed, now)
-        if tier == SSD:
-            return self._select_ssd(bytes_needed, now)
-        return self._select_dram(bytes_needed, now)
+            out = self._jit_select(tier, bytes_needed, now)
+        elif tier == SSD:
+            out = self._select_ssd(bytes_needed, now)
+        else:
+            out = self._select_dram(bytes_needed, now)
+        if tier == SSD and out and self.est is not None:
+            self._note_ssd_victims([p for p, _ in out])
+        return out
 
     def _count(self, p, a, tier):
         if tier == SSD:
@@ -585,7 +656,7 @@ class GandalfPolicy(Policy):
         aside = []
         ssd_free = st.cap[SSD] - st.used[SSD]
         pool = _VictimPool(self, now)
-        tnow = now / self.tau
+        tnow = now / self.ftau
         has_ssd = self.has_ssd
         res = st.res
         pin = st.pin
@@ -775,7 +846,7 @@ class GandalfPolicy(Policy):
         self._P = np.zeros(J.N_PARAMS)
         self._F = np.zeros(J.N_FLAGS, dtype=np.int64)
         P, F = self._P, self._F
-        P[J.A_ALPHA], P[J.A_TAU], P[J.A_H], P[J.A_R0], P[J.A_T0] = self.alpha, self.tau, self.H, self.r0, self.T0
+        P[J.A_ALPHA], P[J.A_TAU], P[J.A_H], P[J.A_R0], P[J.A_T0] = self.alpha, self.ftau, self.H, self.r0, self.T0
         P[J.A_R0T0], P[J.A_G], P[J.A_HOST], P[J.A_SSDREAD] = self.r0T0, self.g, self.host, self.ssd_read
         P[J.A_SSDLAT], P[J.A_CW], P[J.A_WAF], P[J.A_FEEPB] = self.ssd_lat, self.cw, self.waf, self.fee_per_byte
         F[J.F_POP] = self.reuse == "population"
@@ -784,6 +855,8 @@ class GandalfPolicy(Policy):
         F[J.F_SHADOW] = self.victim_loss == "shadow_price"
         F[J.F_PEEK] = self.victim_peek
         F[J.F_ROOTSIDE] = self.moveset == "root_side"
+        F[J.F_EST] = self.est is not None
+        self._E_a = self.est.E if self.est is not None else np.zeros(1)
         self._K = np.zeros(len(COUNTERS), dtype=np.int64)
         self._G = np.zeros(2, dtype=np.int64)
 
@@ -802,8 +875,7 @@ class GandalfPolicy(Policy):
         P[J.A_CWNOW] = self._cw(now)
         P[J.A_NCKPT], P[J.A_NDEM], P[J.A_NDEM2] = self.n_ckpt, self.n_demanded, self.n_demanded_twice
         F[J.F_CUR] = st.cur
-        S = (self._tf_a, self._tl_a, self._hits_a, self._sz_a, self.state_demands,
-             np.asarray(self.pop_p, dtype=np.float64), self._crc_a, self._crc_cum_a)
+        S = self._S()
         if tier == SSD:
             plan, self._ssd_plan = self._ssd_plan, None
             if plan is None:
@@ -824,6 +896,27 @@ class GandalfPolicy(Policy):
         self.c.update(zip(COUNTERS, self._K.tolist()))
         return out
 
+    def _S(self):
+        return (self._tf_a, self._tl_a, self._hits_a, self._sz_a, self.state_demands,
+                np.asarray(self.pop_p, dtype=np.float64), self._crc_a, self._crc_cum_a, self._E_a)
+
+    def _jit_rekey(self, ps) -> None:
+        J = self._jit
+        ps = np.asarray(ps, dtype=np.int64)
+        n = len(ps)
+        ci = np.empty(n, dtype=np.int64)
+        ck = np.empty(n)
+        si = np.empty(n, dtype=np.int64)
+        sk = np.empty(n)
+        self._P[J.A_CWNOW] = self._cw(self.now)
+        self._F[J.F_CUR] = self.st.cur
+        nc, ns = J.rekey_many(*self._C, *self._S(), self._P, self._F, self.cand.mem, self.ssd_heap.mem, ps,
+                              float(self.now), ci, ck, si, sk)
+        if nc:
+            self.cand.push_many(ci[:nc], ck[:nc])
+        if ns:
+            self.ssd_heap.push_many(si[:ns], sk[:ns])
+
     def counters(self):
         if self._jit is not None:
             self.cand.flush()
@@ -834,6 +927,12 @@ class GandalfPolicy(Policy):
         c["states_checkpointed"] = self.n_ckpt
         c["states_demanded"] = self.n_demanded
         c["states_demanded_twice"] = self.n_demanded_twice
+        if self.est is not None:
+            c["horizon_s"] = self.est.H if self.est.H != _INF else 0.0
+            c["estimator_refits"] = getattr(self.est, "_last_refit", 0) and \
+                1 + (self.est.seen - self.est.first_refit) // self.est.refit_requests
+            if self.reuse == "learned":
+                c["model_fits"] = self.est.fits
         return c
 
 
@@ -890,6 +989,12 @@ class _JitHeap:
         self._ops.append(1)
         self._items.append(item)
         self._keys.append(key)
+
+    def push_many(self, items: np.ndarray, keys: np.ndarray) -> None:
+        self.mem[items] = 1
+        self._ops.extend([1] * len(items))
+        self._items.extend(items.tolist())
+        self._keys.extend(keys.tolist())
 
     def discard(self, item: int) -> None:
         if self.mem[item]:
@@ -967,7 +1072,7 @@ class _VictimPool:
                         and self.tent.may_drop_last(par):
                     pol.ssd_heap.push(q, pol._ssd_key(q, self.now), tie=q)
             sz = int(st.size[p])
-            v = math.exp(fresh - self.now / pol.tau) * sz if fresh > -1e299 else 0.0
+            v = math.exp(fresh - self.now / pol.ftau) * sz if fresh > -1e299 else 0.0
             self.items.append((v, sz, p))
             return True
 

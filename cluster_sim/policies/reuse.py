@@ -1,0 +1,486 @@
+"""Reuse estimators for Gandalf beyond the paper: ``reuse=hints`` and ``reuse=learned``.
+
+Both estimate, for every cached payload, ``E = P(the payload is demanded again within H)``,
+where the horizon ``H`` is how long a copy written to the SSD now would survive there (the
+SSD's characteristic time, measured by Gandalf from the ages of the copies it evicts; before
+the SSD has evicted anything, "ever"). That is the question an admission decision asks
+("will this copy be hit from the SSD before it is evicted there?", the label of
+``oracle_admission``), and, per byte and weighted by what a hit saves, the order in which
+the SSD should give copies up. Gandalf's cost model is unchanged; only ``E_hits`` differs.
+
+**References.** Every touch of a payload starts a *reference* of a class fixed by what the
+node knows at that moment; it ends when the payload is touched again (an event, after a
+gap) or, for an FA chunk of a session, when the session's next request passes it by (the
+chunk is *superseded*: a censored end, and a new reference of a superseded class starts).
+A request *touches* the FA chunks of its path; a STATE is touched when it is created and
+when a request demands it (the deepest checkpoint ever created on its path:
+policy-independent demand, as for the paper's estimator), so neither estimator's statistics
+depend on the policy's own decisions.
+
+**hints** (session-aware). Classes: payload kind × stop reason of the touching request's
+response (``tool_use``, ``end_turn``, ``max_tokens``, other, unknown) × sub-agent × (FA) touches
+so far (1, 2, 3+) × (FA) superseded. Per class, the distribution of the time to the next
+touch is learned online as a Kaplan-Meier survival curve over log2-spaced bins (1 s … 48
+days), every open reference counted as censored at its current age, so sessions that never
+come back make the curve level off instead of being ignored; classes with few references
+lean on the curve of all classes of their kind (4 pseudo-references per bin). Then
+``E = 1 − S(Δ + H) / S(Δ)`` for a reference of age ``Δ``: after a tool call the next request
+comes within seconds, so ``E`` is high while ``Δ`` is short and collapses once the
+continuation is overdue (the session is dead); after ``end_turn`` it follows the learned
+human think time, and its long tail. On a trace without sessions or stop reasons (Mooncake)
+the classes reduce to kind × touches, a chunk-level reuse-time model.
+
+**learned** (an online logistic model). The same references and horizon; ``E`` is predicted
+from features a serving node has: kind, stop reason, sub-agent, superseded, touches, the
+reference's age (binned, and crossed with the stop reason), log depth, log distance from the
+touching request's tail, log turn, log think and API time of the touching request. Labels
+are what a real system observes after the fact: a sampled reference is labelled 1 if the
+payload is demanded again within ``L = min(H, label_cap_s)`` of the sample (30 minutes by
+default, so that labels exist within a trace's first hour), 0 once ``L`` has passed without
+(a ghost list of sampled hashes; no future is read). The model is refit every
+``refit_requests`` requests by a few Newton (IRLS) steps with L2 regularisation on the last
+``window`` resolved samples, warm-started: plain numpy, deterministic, no new dependency
+(docs/decisions.md 45).
+
+**Keeping keys current.** ``E`` changes only at events: a touch, a supersession, a
+re-evaluation at the reference's ages 1 s, 4 s, 16 s, … (4^k, up to 48 days; scheduled per
+group of payloads touched together, at most one pending event per group; in between ``E``
+is the value at the last re-evaluation), and a refit. Each returns the payloads whose ``E``
+went *down*, which Gandalf re-pushes into its lazy heaps (a rise needs nothing: stored keys
+are lower bounds, re-scored at pop).
+"""
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+_NB = 24                                    # bins: [0,1), [1,2), [2,4), ..., [2^22, inf)
+_EDGES = np.r_[0.0, 2.0 ** np.arange(0, _NB - 1)]
+_LAST_REVISIT = 11                          # estimates are re-evaluated at ages 4^k, k <= 11 (48 days)
+_STOPS = 5
+_TB = 3                                     # FA touches so far: 1, 2, 3+
+
+
+def age_bin(x) -> np.ndarray:
+    """Bin index of ages ``x`` (seconds): 0 for [0, 1), k for [2^(k-1), 2^k), capped."""
+    x = np.asarray(x, dtype=np.float64)
+    _, e = np.frexp(x)                      # x = m * 2^e, m in [0.5, 1): floor(log2 x) = e - 1
+    return np.clip(np.where(x >= 1.0, e, 0), 0, _NB - 1).astype(np.int64)
+
+
+class _EventReuse:
+    """References, groups, scheduled bin crossings and refits shared by both estimators."""
+
+    def __init__(self, n2: int, depth: np.ndarray, refit_requests: int = 500):
+        self.n2 = n2
+        self.depth = depth
+        self.E = np.ones(n2, dtype=np.float64)      # optimistic until the first refit
+        self.start = np.full(n2, np.nan)            # start of the payload's open reference
+        self.cls = np.zeros(n2, dtype=np.int32)
+        self.grp = np.full(n2, -1, dtype=np.int64)
+        self.touches = np.zeros(n2, dtype=np.int32)
+        self.sup = np.zeros(n2, dtype=bool)
+        self.stop = np.zeros(n2, dtype=np.int8)
+        self.sub = np.zeros(n2, dtype=bool)
+        self.tail = np.zeros(n2, dtype=np.int32)    # chunks between the payload and its request's tail
+        self.turn = np.zeros(n2, dtype=np.int32)
+        self.think = np.zeros(n2, dtype=np.float32)
+        self.api = np.zeros(n2, dtype=np.float32)
+        self.groups: dict[int, tuple[np.ndarray, float]] = {}
+        self.events: list[tuple[float, int, int]] = []   # (time, group, bin to re-evaluate at)
+        self.next_gid = 0
+        self.threads: dict[int, int] = {}           # thread key -> group of its last request's FA
+        self.H = math.inf
+        self.refit_requests = int(refit_requests)
+        self.seen = 0
+        self.first_refit = min(200, self.refit_requests)
+
+    # -- classes (hints overrides the layout; learned keeps one class per kind for the counts)
+    def fa_class(self, stop, sub, touches, sup):
+        return np.zeros(len(touches), dtype=np.int32)
+
+    def st_class(self, stop, sub, demanded):
+        return 1
+
+    # -- the estimator proper
+    def value(self, ps: np.ndarray, now: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def on_event(self, ps, gaps, now) -> None:
+        """References of ``ps`` ended by a touch at ``now``, after ``gaps`` seconds."""
+
+    def on_censor(self, ps, ages) -> None:
+        """References of ``ps`` ended without a touch (superseded) at ``ages``."""
+
+    def on_start(self, ps, now) -> None:
+        """New references of ``ps`` started at ``now``."""
+
+    def refit(self, now: float) -> None:
+        pass
+
+    # -- bookkeeping -----------------------------------------------------------
+    def _group(self, ps: np.ndarray, now: float) -> int:
+        g = self.next_gid
+        self.next_gid += 1
+        self.grp[ps] = g
+        self.groups[g] = (ps, now)
+        heapq.heappush(self.events, (now + 1.0, g, 0))
+        return g
+
+    def _begin(self, ps: np.ndarray, now: float, cls: np.ndarray) -> int:
+        self.start[ps] = now
+        self.cls[ps] = cls
+        self.on_start(ps, now)
+        return self._group(ps, now)
+
+    def _lowered(self, ps: np.ndarray, now: float) -> np.ndarray:
+        """Recompute E for ``ps``; the payloads whose E went down."""
+        if not len(ps):
+            return ps
+        old = self.E[ps]
+        new = self.value(ps, now)
+        self.E[ps] = new
+        return ps[new < old]
+
+    def access(self, path: np.ndarray, state: int, now: float, meta) -> np.ndarray:
+        """A request touched the FA chunks of ``path`` (root first) and demanded ``state``
+        (-1: none). Returns the payloads whose E went down."""
+        self.seen += 1
+        out = []
+        stop = int(meta.stop_reason)
+        sub = bool(meta.subagent)
+        m = len(path)
+        if m:
+            fa = 2 * path
+            seen = ~np.isnan(self.start[fa])
+            if seen.any():
+                self.on_event(fa[seen], now - self.start[fa[seen]], now)
+            self.touches[fa] += 1
+            self.sup[fa] = False
+            self.stop[fa] = stop
+            self.sub[fa] = sub
+            self.tail[fa] = np.arange(m - 1, -1, -1, dtype=np.int32)
+            self.turn[fa] = meta.turn
+            self.think[fa] = 0.0 if meta.think_time_s != meta.think_time_s else meta.think_time_s
+            self.api[fa] = 0.0 if meta.api_time_s != meta.api_time_s else meta.api_time_s
+            g = self._begin(fa, now, self.fa_class(stop, sub, self.touches[fa], False))
+            out.append(self._lowered(fa, now))
+            # the session's previous request: what this one did not touch is superseded
+            if meta.session_id >= 0:
+                key = int(meta.session_id) * 65536 + max(int(meta.agent), 0)
+                prev = self.threads.get(key)
+                self.threads[key] = g
+                if prev is not None and prev in self.groups:
+                    ps = self.groups[prev][0]
+                    left = ps[self.grp[ps] == prev]
+                    if len(left):
+                        self.on_censor(left, now - self.start[left])
+                        self.sup[left] = True
+                        self._begin(left, now, self.fa_class(self.stop[left], self.sub[left],
+                                                             self.touches[left], True))
+                        out.append(self._lowered(left, now))
+        if state >= 0:
+            q = np.asarray([state], dtype=np.int64)
+            if not np.isnan(self.start[state]):
+                self.on_event(q, now - self.start[q], now)
+            self.touches[q] += 1
+            self.stop[q] = stop
+            self.sub[q] = sub
+            self.tail[q] = 0
+            self.turn[q] = meta.turn
+            self._begin(q, now, np.asarray([self.st_class(stop, sub, True)], dtype=np.int32))
+            out.append(self._lowered(q, now))
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+    def created_states(self, qs: np.ndarray, now: float, meta) -> np.ndarray:
+        """STATE checkpoints created by the request being processed."""
+        qs = qs[np.isnan(self.start[qs])]
+        if not len(qs):
+            return qs
+        stop = int(meta.stop_reason) if meta is not None else 0
+        sub = bool(meta.subagent) if meta is not None else False
+        self.touches[qs] = 1
+        self.stop[qs] = stop
+        self.sub[qs] = sub
+        self.tail[qs] = 0
+        self.turn[qs] = meta.turn if meta is not None else 0
+        self._begin(qs, now, np.full(len(qs), self.st_class(stop, sub, False), dtype=np.int32))
+        return self._lowered(qs, now)
+
+    def tick(self, now: float, res: np.ndarray) -> np.ndarray | None:
+        """Due bin crossings and refits (``res``: residency per payload). Returns payloads whose
+        E went down, or ``None`` when every resident payload was re-evaluated (a refit: the
+        caller re-keys everything)."""
+        if self.seen >= self.first_refit and (self.seen - self.first_refit) % self.refit_requests == 0 \
+                and self.seen != getattr(self, "_last_refit", -1):
+            self._last_refit = self.seen
+            self.refit(now)
+            live = np.flatnonzero(~np.isnan(self.start) & (res != 0))
+            if len(live):
+                self.E[live] = self.value(live, now)
+            return None
+        ev = self.events
+        if not ev or ev[0][0] > now:
+            return np.zeros(0, dtype=np.int64)
+        due = []
+        while ev and ev[0][0] <= now:
+            _, g, b = heapq.heappop(ev)
+            item = self.groups.get(g)
+            if item is None:
+                continue
+            ps, t0 = item
+            # a member touched since belongs to a newer group; one no longer cached can only come
+            # back through a request, which starts a new reference: both leave the group for good
+            cur = ps[(self.grp[ps] == g) & (res[ps] != 0)]
+            if not len(cur):
+                del self.groups[g]
+                continue
+            if len(cur) < len(ps):
+                self.groups[g] = (cur, t0)
+            due.append(cur)
+            # the next re-evaluation: the next age 4^k (1 s, 4 s, 16 s, ... 48 days)
+            age = now - t0
+            k = int(math.log(age, 4)) + 1 if age >= 1.0 else 1
+            if k <= _LAST_REVISIT:
+                heapq.heappush(ev, (t0 + 4.0 ** k, g, k))
+            else:
+                del self.groups[g]
+        if not due:
+            return np.zeros(0, dtype=np.int64)
+        cur = np.concatenate(due)
+        self.revisit(cur, now)
+        return self._lowered(cur, now)
+
+    def revisit(self, ps, now) -> None:
+        """References of ``ps`` (still open) crossed an age-bin edge at ``now``."""
+
+
+class HintsReuse(_EventReuse):
+    """``reuse=hints``: Kaplan-Meier time-to-next-touch per class of reference."""
+
+    # class layout: FA: ((sup * 5 + stop) * 2 + sub) * 3 + touches bucket; then STATE:
+    # (demanded * 5 + stop) * 2 + sub
+    N_FA = 2 * _STOPS * 2 * _TB
+    N_ST = 2 * _STOPS * 2
+
+    def __init__(self, n2: int, depth: np.ndarray, refit_requests: int = 500, pseudo: float = 4.0):
+        super().__init__(n2, depth, refit_requests)
+        K = self.N_FA + self.N_ST
+        self.K = K
+        self.D = np.zeros((K, _NB))      # touches ending a reference, by class and age bin
+        self.C = np.zeros((K, _NB))      # references ended untouched (superseded), by age bin
+        self.Q = np.ones((K, _NB))       # E by class and age bin (current H)
+        self.pseudo = float(pseudo)
+
+    def fa_class(self, stop, sub, touches, sup):
+        tb = np.minimum(np.asarray(touches), _TB) - 1
+        return (((int(sup) * _STOPS + np.asarray(stop, dtype=np.int64)) * 2 + np.asarray(sub, dtype=np.int64)) * _TB
+                + tb).astype(np.int32)
+
+    def st_class(self, stop, sub, demanded):
+        return self.N_FA + (int(demanded) * _STOPS + int(stop)) * 2 + int(sub)
+
+    def on_event(self, ps, gaps, now):
+        np.add.at(self.D, (self.cls[ps], age_bin(gaps)), 1.0)
+
+    def on_censor(self, ps, ages):
+        np.add.at(self.C, (self.cls[ps], age_bin(ages)), 1.0)
+
+    def refit(self, now):
+        K = self.K
+        open_ = np.flatnonzero(~np.isnan(self.start))
+        O = np.zeros((K, _NB))
+        if len(open_):
+            np.add.at(O, (self.cls[open_], age_bin(now - self.start[open_])), 1.0)
+        D = self.D
+        ended = D + self.C + O
+        at_risk = np.cumsum(ended[:, ::-1], axis=1)[:, ::-1]        # references of age >= bin start
+        haz = np.zeros((K, _NB))
+        for lo, hi in ((0, self.N_FA), (self.N_FA, K)):            # pooled prior per kind
+            pool = D[lo:hi].sum(0) / np.maximum(at_risk[lo:hi].sum(0), 1.0)
+            haz[lo:hi] = (D[lo:hi] + self.pseudo * pool) / (at_risk[lo:hi] + self.pseudo)
+        haz = np.clip(haz, 0.0, 1.0)
+        self.haz = haz
+        S = np.ones((K, _NB + 1))
+        S[:, 1:] = np.cumprod(1.0 - haz, axis=1)
+        self.S = S
+        self.Q = self._q_table(self.H)
+
+    def _surv(self, k, t):
+        """S_k(t) at ages ``t`` (arrays), geometric within a bin."""
+        b = age_bin(t)
+        lo = _EDGES[b]
+        hi = np.where(b + 1 < _NB, _EDGES[np.minimum(b + 1, _NB - 1)], np.inf)
+        width = np.where(np.isfinite(hi), hi - lo, 1.0)
+        frac = np.where(np.isfinite(hi), (t - lo) / width, 0.0)
+        h = self.haz[k, b]
+        return self.S[k, b] * np.power(1.0 - h, frac)
+
+    def _q_table(self, H):
+        K = self.K
+        k = np.repeat(np.arange(K), _NB)
+        t = np.tile(_EDGES, K)
+        s0 = self._surv(k, t)
+        if math.isinf(H):
+            s1 = self.S[k, _NB]
+        else:
+            s1 = self._surv(k, t + H)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            q = np.where(s0 > 0, 1.0 - s1 / s0, 0.0)
+        return np.clip(q, 0.0, 1.0).reshape(K, _NB)
+
+    def value(self, ps, now):
+        return self.Q[self.cls[ps], age_bin(now - self.start[ps])]
+
+
+class LearnedReuse(_EventReuse):
+    """``reuse=learned``: an online logistic model of "demanded again within H"."""
+
+    N_AGE = 8                   # coarse age bins for the features: edges 10 s, 30 s, ..., 3e4 s
+    AGE_EDGES = np.array([10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0])
+
+    def __init__(self, n2: int, depth: np.ndarray, refit_requests: int = 500, window: int = 200_000,
+                 l2: float = 1.0, samples_per_group: int = 8, label_cap_s: float = 1800.0):
+        super().__init__(n2, depth, refit_requests)
+        self.window = int(window)
+        self.l2 = float(l2)
+        self.spg = int(samples_per_group)
+        self.label_cap = float(label_cap_s)
+        self.w = None                                    # weights (None: not fitted yet)
+        self.pending: dict[int, list[int]] = {}          # payload -> its unresolved samples
+        self.sX: list[np.ndarray] = []                   # feature rows, in sample order
+        self.s_t: list[float] = []
+        self.s_H: list[float] = []
+        self.s_label: list[int] = []                     # -1 pending, 0 / 1 resolved
+        self.rX = np.zeros((0, self.n_features()), dtype=np.float32)
+        self.ry = np.zeros(0, dtype=np.float32)
+        self.fits = 0
+
+    @classmethod
+    def n_features(cls):
+        return 1 + 1 + _STOPS + 1 + 1 + _TB + cls.N_AGE + 3 * cls.N_AGE + 5
+
+    def features(self, ps: np.ndarray, now: float) -> np.ndarray:
+        n = len(ps)
+        F = np.zeros((n, self.n_features()), dtype=np.float32)
+        i = 0
+        F[:, i] = 1.0
+        i += 1
+        F[:, i] = ps & 1
+        i += 1
+        stop = self.stop[ps].astype(np.int64)
+        F[np.arange(n), i + stop] = 1.0
+        i += _STOPS
+        F[:, i] = self.sub[ps]
+        i += 1
+        F[:, i] = self.sup[ps]
+        i += 1
+        tb = np.minimum(self.touches[ps], _TB) - 1
+        F[np.arange(n), i + np.maximum(tb, 0)] = 1.0
+        i += _TB
+        ab = np.searchsorted(self.AGE_EDGES, now - self.start[ps], side="right")
+        F[np.arange(n), i + ab] = 1.0
+        i += self.N_AGE
+        grp = np.where(stop == 1, 0, np.where(stop == 2, 1, 2))     # tool_use / end_turn / other
+        F[np.arange(n), i + grp * self.N_AGE + ab] = 1.0
+        i += 3 * self.N_AGE
+        F[:, i] = np.log1p(self.depth[ps >> 1])
+        F[:, i + 1] = np.log1p(self.tail[ps])
+        F[:, i + 2] = np.log1p(self.turn[ps])
+        F[:, i + 3] = np.log1p(self.think[ps])
+        F[:, i + 4] = np.log1p(self.api[ps])
+        return F
+
+    def value(self, ps, now):
+        if self.w is None:
+            return np.ones(len(ps))
+        z = self.features(ps, now) @ self.w
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
+
+    def _sample(self, ps, now):
+        """Keep a few of ``ps`` (every len/k-th) as training samples at their current age."""
+        if not len(ps):
+            return
+        cand = ps[::max(1, len(ps) // self.spg)]
+        base = len(self.s_t)
+        self.sX.append(self.features(cand, now))
+        H = min(self.H, self.label_cap)
+        for i, p in enumerate(cand.tolist()):
+            self.pending.setdefault(p, []).append(base + i)
+            self.s_t.append(now)
+            self.s_H.append(H)
+            self.s_label.append(-1)
+
+    def on_event(self, ps, gaps, now):
+        # a demand resolves the payloads' pending samples: demanded within H of the sample?
+        pend = self.pending
+        if not pend:
+            return
+        for p in ps.tolist():
+            js = pend.pop(p, None)
+            if js:
+                for j in js:
+                    self.s_label[j] = 1 if now - self.s_t[j] <= self.s_H[j] else 0
+
+    def on_start(self, ps, now):
+        self._sample(ps, now)
+
+    def revisit(self, ps, now):
+        self._sample(ps, now)
+
+    def refit(self, now):
+        if self.s_t:
+            t = np.asarray(self.s_t)
+            H = np.asarray(self.s_H)
+            lab = np.asarray(self.s_label, dtype=np.int8)
+            expired = (lab == -1) & (now - t > H)
+            if expired.any():
+                lab[expired] = 0
+                for p in list(self.pending):
+                    js = [j for j in self.pending[p] if not expired[j]]
+                    if js:
+                        self.pending[p] = js
+                    else:
+                        del self.pending[p]
+            X = np.concatenate(self.sX)
+            done = lab >= 0
+            if done.any():
+                self.rX = np.concatenate([self.rX, X[done]])[-self.window:]
+                self.ry = np.concatenate([self.ry, lab[done].astype(np.float32)])[-self.window:]
+            keep = np.flatnonzero(~done)
+            remap = np.full(len(lab), -1, dtype=np.int64)
+            remap[keep] = np.arange(len(keep))
+            self.sX = [X[keep]]
+            self.s_t = t[keep].tolist()
+            self.s_H = H[keep].tolist()
+            self.s_label = [-1] * len(keep)
+            self.pending = {p: [int(remap[j]) for j in js] for p, js in self.pending.items()}
+        if len(self.ry) >= 50 and 0 < self.ry.sum() < len(self.ry):
+            self._fit()
+
+    def _fit(self):
+        X = self.rX.astype(np.float64)
+        y = self.ry.astype(np.float64)
+        d = X.shape[1]
+        w = np.zeros(d) if self.w is None else self.w.copy()
+        reg = self.l2 * np.eye(d)
+        reg[0, 0] = 0.0
+        for _ in range(4):
+            z = np.clip(X @ w, -40, 40)
+            p = 1.0 / (1.0 + np.exp(-z))
+            g = X.T @ (p - y) + reg @ w
+            Wt = p * (1 - p)
+            Hm = (X * Wt[:, None]).T @ X + reg + 1e-9 * np.eye(d)
+            w = w - np.linalg.solve(Hm, g)
+        self.w = w
+        self.fits += 1
+
+
+def make_reuse(kind: str, n2: int, depth: np.ndarray, **params):
+    if kind == "hints":
+        return HintsReuse(n2, depth, **params)
+    if kind == "learned":
+        return LearnedReuse(n2, depth, **params)
+    raise ValueError(kind)
