@@ -291,10 +291,13 @@ def test_bad_ftl_value_exits_2_with_one_line(tmp_path):
     assert len(lines) == 1 and "hardware.ssd.overprovision" in lines[0]
 
 
-def test_summary_table_and_node_table_show_the_waf(tmp_path):
+def test_summary_table_json_node_table_and_mlflow_metrics_carry_the_waf(tmp_path):
     s = cluster_sim.run(cluster_sim.compose(GANDALF_SMALL_SSD + [f"output.summary_path={tmp_path / 's.json'}"]))
     text = s.table()
     assert "SSD NAND bytes written" in text and f"WAF {s.fleet['ssd_waf']:.3f}" in text
     data = json.loads((tmp_path / "s.json").read_text())
     assert data["nodes"][0]["ssd_waf"] == s.fleet["ssd_waf"]
     assert "ssd_waf" in s.node_table.column_names and "ssd_bytes_written_nand" in s.node_table.column_names
+    from cluster_sim.tracking import summary_metrics
+    m = summary_metrics(data)                     # what the command line logs to MLflow
+    assert m["ssd_waf"] == s.fleet["ssd_waf"] > 1 and m["node0.ssd_bytes_written_nand"] > m["node0.ssd_bytes_written"]
