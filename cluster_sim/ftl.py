@@ -126,7 +126,7 @@ class GreedyFTL:
         self.M = np.zeros(J.N_META, dtype=np.int64)
         self.M[J.M_NFREE] = n
         self.K = np.zeros(J.N_COUNTERS, dtype=np.int64)
-        self.ohead = np.full(int(n_owners), -1, dtype=np.int64)
+        self.ohead = np.full(int(n_owners), -1, dtype=np.int32)   # first piece per payload (4 B each)
         self.PC = np.zeros((J.N_PC, 0), dtype=np.int64)
         self.pfree = np.zeros(0, dtype=np.int64)
         self._grow_pieces(max(4096, 4 * n))
