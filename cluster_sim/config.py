@@ -145,7 +145,7 @@ def _ftl_settings(ssd: Mapping, prefix: str, ssd_bytes: int) -> dict:
     """``hardware.ssd.{ftl, overprovision, erase_block_bytes, streams}``, checked together: with
     ``ftl=greedy`` the WAF is measured, so ``waf`` must stay 1, and the drive must have enough
     spare erase blocks for garbage collection to always free one (cluster_sim/ftl.py)."""
-    from .ftl import FTL_MODES, STREAM_MODES, check_geometry
+    from .ftl import FTL_MODES, STREAM_MODES, auto_erase_block_bytes, check_geometry
 
     ftl = _choice(ssd, "ftl", prefix, FTL_MODES, "ideal")
     op = _num(ssd, "overprovision", prefix, 0.127, lo=0, hi=1, lo_open=True)
@@ -163,7 +163,6 @@ def _ftl_settings(ssd: Mapping, prefix: str, ssd_bytes: int) -> dict:
             raise ConfigError(f"{prefix}.waf", f"is the assumed write amplification of ftl=ideal; with ftl=greedy "
                                                f"it is measured, so leave it at 1 (got {waf!r})")
         if ssd_bytes > 0:
-            from .ftl import auto_erase_block_bytes
             check_geometry(ssd_bytes, op, auto_erase_block_bytes(ssd_bytes) if eb == "auto" else eb, streams, prefix)
     return {"ftl": ftl, "overprovision": op, "erase_block_bytes": eb, "streams": streams}
 
