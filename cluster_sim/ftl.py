@@ -18,6 +18,10 @@ reclaim units a Samsung PM9D3a 3.84 TB reports). Its raw capacity is
   the fewest valid bytes (lowest index among equals) is cleaned: its valid pieces are
   appended to the GC write point of its stream and counted as NAND writes, then it is
   erased. A min-tree over the blocks' valid bytes finds it in O(log N).
+* **Waiting writes.** The node admits a payload and then evicts to make room; a write that
+  would take the valid bytes beyond the user capacity waits, in order, for the trims that
+  follow (a drive only takes writes into space the host has freed). A payload evicted while
+  its write waits counts as host and NAND bytes but takes no block.
 * **Streams.** ``none``: one host and one GC write point. ``by_kind``: each payload kind
   (FA, STATE) has its own host and GC write points, as NVMe streams / FDP reclaim unit
   handles with persistent isolation allow, so the kinds never share a block.
