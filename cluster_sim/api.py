@@ -82,6 +82,8 @@ class Summary:
             ("SSD bytes written (FA + STATE)", f"{_h(f['ssd_bytes_written'])} = {_h(f['ssd_bytes_written_fa'])} + "
                                                f"{_h(f['ssd_bytes_written_state'])}"),
             ("SSD writes per day", f"{_h(f['ssd_bytes_written_per_day'])}/day"),
+            ("SSD NAND bytes written", f"{_h(f['ssd_bytes_written_nand'])}  (WAF {f['ssd_waf']:.3f}, "
+                                       f"{_waf_source(c)})"),
             ("SSD write hit fraction", f"{f['ssd_write_hit_fraction']:.3f}"),
             ("SSD lifetime (first drive)", f"{f['ssd_lifetime_years']:.2f} years"),
             ("load latency mean / p50 / p99",
@@ -116,6 +118,13 @@ def _atomic(dst: Path, write) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def _waf_source(config: dict) -> str:
+    ssd = ((config.get("hardware") or {}).get("ssd") or {})
+    if ssd.get("ftl") == "greedy":
+        return f"measured: greedy FTL, {float(ssd.get('overprovision', 0)) * 100:g}% over-provisioning"
+    return "assumed: hardware.ssd.waf"
 
 
 def _h(b: float) -> str:

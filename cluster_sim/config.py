@@ -80,6 +80,11 @@ class SSDConfig:
     warranty_years: float = 5.0
     waf: float = 1.0
     usd_per_tb: float = 330.0
+    # the flash translation layer (cluster_sim/ftl.py): ideal = WAF is ``waf``; greedy = measured
+    ftl: str = "ideal"
+    overprovision: float = 0.127        # share of raw NAND hidden from the host (greedy only)
+    erase_block_bytes: int | str = "auto"
+    streams: str = "none"               # none | by_kind (FA and STATE in separate erase blocks)
 
 
 @dataclass(frozen=True)
@@ -132,8 +137,35 @@ class HardwareConfig:
                 warranty_years=_num(ssd, "warranty_years", p + ".ssd", 5.0, lo=0, lo_open=True),
                 waf=_num(ssd, "waf", p + ".ssd", 1.0, lo=1.0),
                 usd_per_tb=_num(ssd, "usd_per_tb", p + ".ssd", 330.0, lo=0),
+                **_ftl_settings(ssd, p + ".ssd", parse_bytes(m.get("ssd_bytes", 0), f"{p}.ssd_bytes")),
             ),
         )
+
+
+def _ftl_settings(ssd: Mapping, prefix: str, ssd_bytes: int) -> dict:
+    """``hardware.ssd.{ftl, overprovision, erase_block_bytes, streams}``, checked together: with
+    ``ftl=greedy`` the WAF is measured, so ``waf`` must stay 1, and the drive must have enough
+    spare erase blocks for garbage collection to always free one (cluster_sim/ftl.py)."""
+    from .ftl import FTL_MODES, STREAM_MODES, auto_erase_block_bytes, check_geometry
+
+    ftl = _choice(ssd, "ftl", prefix, FTL_MODES, "ideal")
+    op = _num(ssd, "overprovision", prefix, 0.127, lo=0, hi=1, lo_open=True)
+    if op >= 1:
+        raise ConfigError(f"{prefix}.overprovision", f"must be < 1 (a share of the raw capacity), got {op!r}")
+    eb = ssd.get("erase_block_bytes", "auto")
+    if eb != "auto":
+        eb = parse_bytes(eb, f"{prefix}.erase_block_bytes")
+        if eb <= 0:
+            raise ConfigError(f"{prefix}.erase_block_bytes", f"must be a positive size or auto, got {eb!r}")
+    streams = _choice(ssd, "streams", prefix, STREAM_MODES, "none")
+    if ftl == "greedy":
+        waf = ssd.get("waf", 1.0)
+        if parse_number(f"{prefix}.waf", waf) != 1.0:
+            raise ConfigError(f"{prefix}.waf", f"is the assumed write amplification of ftl=ideal; with ftl=greedy "
+                                               f"it is measured, so leave it at 1 (got {waf!r})")
+        if ssd_bytes > 0:
+            check_geometry(ssd_bytes, op, auto_erase_block_bytes(ssd_bytes) if eb == "auto" else eb, streams, prefix)
+    return {"ftl": ftl, "overprovision": op, "erase_block_bytes": eb, "streams": streams}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ import numpy as np
 
 TIERS = ("hbm", "dram", "ssd")
 KINDS = ("fa", "state")
+FTL_COUNTERS = ("ssd_bytes_written_nand", "ssd_bytes_relocated_fa", "ssd_bytes_relocated_state",
+                "ssd_blocks_erased")
 
 
 @dataclass
@@ -32,6 +34,12 @@ class NodeStats:
     ssd_admissions_hit_fa: int = 0
     ssd_admissions_hit_state: int = 0
     insert_skipped_bytes: int = 0
+    # the flash translation layer (hardware.ssd.ftl=greedy; 0 with ideal): NAND bytes written
+    # (host + garbage-collection relocations), relocated bytes by payload kind, blocks erased
+    ssd_bytes_written_nand: int = 0
+    ssd_bytes_relocated_fa: int = 0
+    ssd_bytes_relocated_state: int = 0
+    ssd_blocks_erased: int = 0
     hits: dict = field(default_factory=lambda: {f"hits_{t}_{k}": 0 for t in TIERS for k in KINDS})
     first_arrival_s: float = math.inf
     last_arrival_s: float = -math.inf
@@ -40,6 +48,13 @@ class NodeStats:
     policy: dict = field(default_factory=dict)         # policy.<name>.<key> counters
     # per-request series for per-epoch tables: arrival, chunks, misses, ssd bytes written
     series: list = field(default_factory=list)
+
+    def set_ftl(self, c: dict) -> None:
+        """Take a :class:`~cluster_sim.ftl.GreedyFTL`'s counted figures (kind 0 = FA, 1 = STATE)."""
+        self.ssd_bytes_written_nand = c["nand_bytes"]
+        self.ssd_bytes_relocated_fa = c["relocated_bytes_kind0"]
+        self.ssd_bytes_relocated_state = c["relocated_bytes_kind1"]
+        self.ssd_blocks_erased = c["erases"]
 
     def to_arrays(self) -> dict:
         return {"load_latency": np.asarray(self.load_latency, dtype=np.float64),
@@ -53,7 +68,7 @@ def merge(stats: list["NodeStats"]) -> "NodeStats":
         for name in ("requests", "chunks_requested", "chunk_misses", "prompt_tokens", "recomputed_tokens",
                      "recompute_gpu_seconds", "ssd_bytes_written_fa", "ssd_bytes_written_state",
                      "ssd_admissions_fa", "ssd_admissions_state", "ssd_admissions_hit_fa",
-                     "ssd_admissions_hit_state", "insert_skipped_bytes"):
+                     "ssd_admissions_hit_state", "insert_skipped_bytes", *FTL_COUNTERS):
             setattr(out, name, getattr(out, name) + getattr(s, name))
         for k, v in s.hits.items():
             out.hits[k] += v
@@ -76,12 +91,23 @@ def _q(samples, q: float) -> float:
     return float(np.quantile(np.asarray(samples, dtype=np.float64), q))
 
 
-def lifetime_years(hw, written_per_day: float, cap_years: float) -> float:
-    """``tbw / (waf * bytes_per_day) / 365``, capped at ``cap_years`` (also when nothing is written)."""
+def lifetime_years(hw, written_per_day: float, cap_years: float, nand_per_day: float | None = None) -> float:
+    """``tbw / (waf * bytes_per_day) / 365``, or ``tbw / nand_bytes_per_day / 365`` when the NAND
+    bytes are measured (``ftl=greedy``); capped at ``cap_years`` (also when nothing is written)."""
     if written_per_day <= 0 or hw.ssd_bytes <= 0:
         return float(cap_years)
-    life = hw.tbw_bytes / (hw.ssd.waf * written_per_day) / 365.0
+    wear = hw.ssd.waf * written_per_day if nand_per_day is None else nand_per_day
+    life = hw.tbw_bytes / wear / 365.0
     return float(min(life, cap_years))
+
+
+def nand_written(s: NodeStats, hw) -> tuple[float, float | None]:
+    """``(ssd_waf, measured NAND bytes)`` of one node: the FTL's figures with ``ftl=greedy``
+    (WAF 0 when nothing was written), else the assumed ``hardware.ssd.waf`` and None."""
+    written = s.ssd_bytes_written_fa + s.ssd_bytes_written_state
+    if hw.ssd.ftl == "greedy":
+        return _ratio(s.ssd_bytes_written_nand, written), float(s.ssd_bytes_written_nand)
+    return float(hw.ssd.waf), None
 
 
 def derive(s: NodeStats, hw, *, span_s: float, replays_per_day_scale: float, cap_years: float,
@@ -91,11 +117,14 @@ def derive(s: NodeStats, hw, *, span_s: float, replays_per_day_scale: float, cap
     :func:`fleet_metrics`)."""
     written = s.ssd_bytes_written_fa + s.ssd_bytes_written_state
     per_day = _ratio(written * 86400.0, span_s) * replays_per_day_scale
-    life = lifetime_years(hw, per_day, cap_years)
+    waf, nand = nand_written(s, hw)
+    nand_per_day = None if nand is None else _ratio(nand * 86400.0, span_s) * replays_per_day_scale
+    life = lifetime_years(hw, per_day, cap_years, nand_per_day)
     tbw = hw.tbw_bytes
     ssd_price = hw.ssd_price_usd
     rec_usd = s.recompute_gpu_seconds * hw.gpu_usd_per_hour / 3600.0 * _ratio(1000.0, s.requests)
-    wear_usd = _ratio(written * hw.ssd.waf * ssd_price, tbw) * _ratio(1000.0, s.requests)
+    wear_bytes = written * hw.ssd.waf if nand is None else nand
+    wear_usd = _ratio(wear_bytes * ssd_price, tbw) * _ratio(1000.0, s.requests)
     adm = s.ssd_admissions_fa + s.ssd_admissions_state
     out = {
         "requests": s.requests,
@@ -110,6 +139,11 @@ def derive(s: NodeStats, hw, *, span_s: float, replays_per_day_scale: float, cap
         "ssd_write_hit_fraction": _ratio(s.ssd_admissions_hit_fa + s.ssd_admissions_hit_state, adm),
         "ssd_write_hit_fraction_fa": _ratio(s.ssd_admissions_hit_fa, s.ssd_admissions_fa),
         "ssd_write_hit_fraction_state": _ratio(s.ssd_admissions_hit_state, s.ssd_admissions_state),
+        "ssd_waf": float(waf),
+        "ssd_bytes_written_nand": int(round(wear_bytes)),
+        "ssd_bytes_relocated_fa": int(s.ssd_bytes_relocated_fa),
+        "ssd_bytes_relocated_state": int(s.ssd_bytes_relocated_state),
+        "ssd_blocks_erased": int(s.ssd_blocks_erased),
         "ssd_lifetime_years": life,
         "ssd_lifetime_years_mean": life,
         **{k: int(v) for k, v in s.hits.items()},
@@ -152,7 +186,19 @@ def fleet_metrics(per_node: list[dict], node_stats: list[NodeStats], node_hw: li
     written = [n["ssd_bytes_written"] for n in per_node]
     mean_w = float(np.mean(written)) if written else 0.0
     mean_per_day = _ratio(mean_w * 86400.0, span_s) * replays_per_day_scale
-    out["ssd_lifetime_years_mean"] = lifetime_years(base_hw, mean_per_day, cap_years)
+    # NAND bytes and WAF: summed over nodes (each node's own FTL, or its assumed WAF)
+    nand = [float(n["ssd_waf"]) * n["ssd_bytes_written"] if hw.ssd.ftl != "greedy" else
+            float(st.ssd_bytes_written_nand) for n, st, hw in zip(per_node, node_stats, node_hw)]
+    out["ssd_bytes_written_nand"] = int(round(sum(nand)))
+    greedy = any(hw.ssd.ftl == "greedy" for hw in node_hw)
+    if not greedy and len({hw.ssd.waf for hw in node_hw}) == 1:
+        out["ssd_waf"] = float(base_hw.ssd.waf)          # ideal: the assumed WAF, exactly
+    else:
+        out["ssd_waf"] = _ratio(sum(nand), sum(written))
+    mean_nand_per_day = None
+    if greedy:
+        mean_nand_per_day = _ratio(float(np.mean(nand)) * 86400.0, span_s) * replays_per_day_scale
+    out["ssd_lifetime_years_mean"] = lifetime_years(base_hw, mean_per_day, cap_years, mean_nand_per_day)
     out["fleet_ssd_replacement_usd_per_year"] = float(sum(n["fleet_ssd_replacement_usd_per_year"] for n in per_node))
     out["wear_imbalance"] = _ratio(max(written), mean_w) if written else 0.0
     return out

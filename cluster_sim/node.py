@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .cache.state import BIT, DEMOTE, DRAM, DROP, HBM, NO_TIER, SSD, CacheState
+from .ftl import make_ftl
 from .metrics import NodeStats
 from .policies.base import NodeContext, Policy, RequestMeta, lru_select
 
@@ -90,6 +91,7 @@ class NodeSim:
         n2 = 2 * len(chunk_parent)
         self.ssd_adm_counted = np.zeros(n2, dtype=bool)   # this SSD copy's admission is counted
         self.ssd_hit = np.zeros(n2, dtype=bool)           # this SSD copy has served a reuse
+        self.ftl = make_ftl(hardware, n2)                  # sees every SSD write and eviction; None if ideal
         self.compute_rate = hardware.gpus_per_node * hardware.gpu_flops * hardware.mfu
 
     # ------------------------------------------------------------------
@@ -435,6 +437,8 @@ class NodeSim:
         st.add_copy(p, SSD)
 
     def _count_ssd_write(self, p: int) -> None:
+        if self.ftl is not None:
+            self.ftl.write(p, int(self.st.size[p]), p & 1, self.counting)
         self.ssd_hit[p] = False
         self.ssd_adm_counted[p] = self.counting
         if self.counting:
@@ -447,6 +451,8 @@ class NodeSim:
                 s.ssd_admissions_fa += 1
 
     def _close_ssd_copy(self, p: int) -> None:
+        if self.ftl is not None:
+            self.ftl.trim(p)
         if self.ssd_adm_counted[p] and self.ssd_hit[p]:
             if p & 1:
                 self.stats.ssd_admissions_hit_state += 1
@@ -462,6 +468,8 @@ class NodeSim:
         self.stats.ssd_admissions_hit_fa += int(hit[0::2].sum())
         self.stats.ssd_admissions_hit_state += int(hit[1::2].sum())
         self.ssd_adm_counted[live] = False
+        if self.ftl is not None:
+            self.stats.set_ftl(self.ftl.counters())
         pname = self.policy.name
         self.stats.policy = {f"policy.{pname}.{k}": v for k, v in self.policy.counters().items()}
         return self.stats

@@ -74,3 +74,34 @@ def test_report_command_bad_input_is_one_line(tmp_path, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nope" in err[0]
+
+
+def test_per_node_figure_shows_nand_bytes_and_the_waf(tmp_path, monkeypatch):
+    """With a measured (or assumed) WAF above 1, NAND bytes are drawn as hatched outlines behind
+    the host bytes, and each run is labelled with its WAF; with WAF 1 the figure is as before."""
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setattr(plt, "close", lambda *a, **k: None)
+    monkeypatch.setattr(report, "_plt", lambda: plt)
+    recs = [fake("lru", None, 0, 0.2, 1.0), fake("gandalf", 1.0, 0, 0.2, 1.0)]
+    for r, waf in zip(recs, (1.0, 1.5)):
+        r.summary["fleet"]["ssd_waf"] = waf
+        for n in r.summary["nodes"]:
+            n["ssd_bytes_written_nand"] = waf * n["ssd_bytes_written"]
+    gs = groups(recs)
+    report.ssd_written_per_node(gs, tmp_path / "a.png")
+    ax = plt.gcf().axes[0]
+    hatched = [p for p in ax.patches if p.get_hatch() == "//"]
+    assert len(hatched) == 2 * 2                      # 2 runs x 2 nodes
+    texts = " ".join(t.get_text() for t in ax.texts)
+    assert "WAF 1.50" in texts and "WAF 1.00" in texts
+    plt.close("all")
+    for r in recs:
+        for n in r.summary["nodes"]:
+            n["ssd_bytes_written_nand"] = n["ssd_bytes_written"]
+    report.ssd_written_per_node(groups(recs), tmp_path / "b.png")
+    ax = plt.gcf().axes[0]
+    assert not [p for p in ax.patches if p.get_hatch() == "//"] and "WAF" not in " ".join(t.get_text() for t in ax.texts)
+    plt.close("all")
