@@ -146,6 +146,11 @@ class GandalfPolicy(Policy):
         maxd = int(st.depth.max()) if len(st.depth) else 1
         d = np.arange(1, maxd + 1, dtype=np.int64)
         crc = model.prefill_flops_array((d - 1) * ct, d * ct) / rate        # node-seconds per chunk by depth
+        # objective=chunks with hints / learned: every chunk counts the same, at the mean recompute
+        # cost of the chunks requested so far (updated at each refit, decision 45)
+        self._crc_true_cum = np.concatenate([[0.0], np.cumsum(crc)])
+        self._crc_sum = 0.0
+        self._crc_n = 0
         if self.objective == "chunks":
             crc = np.full(maxd, float(crc[0]))
         self.crc = [0.0] + crc.tolist()
@@ -220,6 +225,9 @@ class GandalfPolicy(Policy):
         w = np.flatnonzero(self.ckpt_ever[path])
         if self.est is not None:
             self._meta = meta
+            if self.objective == "chunks":
+                self._crc_sum += self._crc_true_cum[m]
+                self._crc_n += m
             self._rekey(self.est.access(path, 2 * int(path[w[-1]]) + 1 if len(w) else -1, now, meta))
         if len(w):
             c = int(path[w[-1]])
@@ -336,9 +344,20 @@ class GandalfPolicy(Policy):
         self.est.H = math.exp(self.log_age) if self.log_age is not None else _INF
         low = self.est.tick(now, self.st.res)
         if low is None:
+            if self.objective == "chunks" and self._crc_n:
+                self._set_chunk_value(self._crc_sum / self._crc_n)
             self._rekey_all()
         else:
             self._rekey(low)
+
+    def _set_chunk_value(self, v: float) -> None:
+        """objective=chunks: every chunk is worth ``v`` node-seconds of recompute."""
+        n = len(self.crc)
+        self.crc = [0.0] + [v] * (n - 1)
+        self.crc_cum = (np.arange(n, dtype=np.float64) * v).tolist()
+        if self._jit is not None:
+            self._crc_a[1:] = v
+            self._crc_cum_a[:] = np.arange(n, dtype=np.float64) * v
 
     def _rekey(self, ps) -> None:
         """Re-push the heap entries of payloads whose estimate went down (a stored key must

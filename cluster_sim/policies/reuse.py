@@ -195,10 +195,13 @@ class _EventReuse:
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     def created_states(self, qs: np.ndarray, now: float, meta) -> np.ndarray:
-        """STATE checkpoints created by the request being processed."""
-        qs = qs[np.isnan(self.start[qs])]
+        """STATE checkpoints created (or created again) by the request being processed: a fresh
+        reference each; an open one (a state dropped earlier and made again) ends untouched."""
         if not len(qs):
             return qs
+        old = qs[~np.isnan(self.start[qs])]
+        if len(old):
+            self.on_censor(old, now - self.start[old])
         stop = int(meta.stop_reason) if meta is not None else 0
         sub = bool(meta.subagent) if meta is not None else False
         self.touches[qs] = 1
@@ -241,8 +244,9 @@ class _EventReuse:
                 self.groups[g] = (cur, t0)
             due.append(cur)
             # the next re-evaluation: the next age 4^k (1 s, 4 s, 16 s, ... 48 days)
-            age = now - t0
-            k = int(math.log(age, 4)) + 1 if age >= 1.0 else 1
+            k = b + 1
+            while k <= _LAST_REVISIT and t0 + 4.0 ** k <= now:
+                k += 1
             if k <= _LAST_REVISIT:
                 heapq.heappush(ev, (t0 + 4.0 ** k, g, k))
             else:
