@@ -19,10 +19,12 @@ pytest.importorskip("numba", reason="numba is a dependency; the compiled engine 
 
 PARAMS = [{}, {"alpha": 0}, {"alpha": "inf"}, {"victim_loss": "shadow_price", "victim_peek": 2},
           {"reuse": "population", "objective": "chunks"}, {"wear_price": "budget_pressure", "tau_s": 5.0},
-          {"moveset": "root_side"}, {"alpha": 4, "tau_s": 30.0, "reuse": "population"}]
+          {"moveset": "root_side"}, {"alpha": 4, "tau_s": 30.0, "reuse": "population"},
+          {"reuse": "hints", "refit_requests": 4}, {"reuse": "hints", "objective": "chunks", "refit_requests": 3},
+          {"reuse": "learned", "objective": "chunks", "refit_requests": 5}, {"reuse": "hints", "alpha": 0}]
 
 
-def _replay(tr, model, params, engine, caps):
+def _replay(tr, model, params, engine, caps, signals=None):
     F = model.fa_bytes(256)
     S = model.state_bytes(256) if model.has_state else 0
     unit = F + S // 3
@@ -30,10 +32,17 @@ def _replay(tr, model, params, engine, caps):
                      hbm_cache_bytes=caps[0] * unit, dram_bytes=caps[1] * unit, ssd_bytes=caps[2] * unit)
     recs = []
     for i in range(tr.n_requests):
-        recs.append(node.process(tr.path(i), int(tr.input_tokens[i]), float(tr.arrival_s[i])))
+        sid, stop, agent = signals[i] if signals else (-1, 0, -1)
+        recs.append(node.process(tr.path(i), int(tr.input_tokens[i]), float(tr.arrival_s[i]), session_id=sid,
+                                 stop_reason=stop, agent=agent, turn=i + 1))
         node.st.check_invariants()
     node.finish()
     return node, recs
+
+
+# inter-arrival gaps: seconds to minutes, and (first-class, as in the whole WEKA trace) idle
+# periods of hours to days
+GAPS = st.one_of(st.floats(0.0, 400.0), st.floats(0.0, 400.0), st.floats(3600.0, 4 * 86400.0))
 
 
 @st.composite
@@ -42,18 +51,19 @@ def workloads(draw):
     model = draw(st.sampled_from(["qwen3_next_80b_a3b", "llama3_1_70b", "kimi_linear_48b_a3b"]))
     mode = draw(st.sampled_from(["last", "last_and_branch", "every_chunk"]))
     caps = [draw(st.integers(0, 3)), draw(st.integers(1, 10)), draw(st.integers(0, 14))]
-    gaps = draw(st.lists(st.floats(0.0, 400.0), min_size=len(paths), max_size=len(paths)))
-    return paths, model, mode, caps, draw(st.sampled_from(PARAMS)), np.cumsum(gaps).tolist()
+    gaps = draw(st.lists(GAPS, min_size=len(paths), max_size=len(paths)))
+    signals = [(draw(st.integers(-1, 3)), draw(st.integers(0, 4)), draw(st.integers(-1, 2))) for _ in paths]
+    return paths, model, mode, caps, draw(st.sampled_from(PARAMS)), np.cumsum(gaps).tolist(), signals
 
 
 @settings(max_examples=150, deadline=None)
 @given(workloads())
 def test_compiled_engine_decides_exactly_as_the_reference(w):
-    paths, model_name, mode, caps, params, arrivals = w
+    paths, model_name, mode, caps, params, arrivals, signals = w
     model = load_model(model_name, state_checkpoints=mode)
     tr = trace_from_paths(paths, arrivals=arrivals)
-    ref, ref_recs = _replay(tr, model, params, "python", caps)
-    jit, jit_recs = _replay(tr, model, params, "numba", caps)
+    ref, ref_recs = _replay(tr, model, params, "python", caps, signals)
+    jit, jit_recs = _replay(tr, model, params, "numba", caps, signals)
     assert jit.policy._jit is not None and ref.policy._jit is None
     assert jit_recs == ref_recs
     assert np.array_equal(jit.st.res, ref.st.res)
@@ -61,6 +71,8 @@ def test_compiled_engine_decides_exactly_as_the_reference(w):
 
 
 @pytest.mark.parametrize("overrides", [[], ["policy.reuse=population"], ["policy.alpha=4", "policy.tau_s=60"],
+                                       ["policy.reuse=hints", "policy.objective=chunks"],
+                                       ["policy.reuse=learned", "policy.refit_requests=100"],
                                        ["policy.victim_loss=shadow_price", "policy.wear_price=budget_pressure"]])
 def test_compiled_engine_gives_the_same_run_on_the_default_trace(overrides):
     def run(engine):

@@ -304,7 +304,8 @@ class HintsReuse(_EventReuse):
         haz = np.zeros((K, _NB))
         for lo, hi in ((0, self.N_FA), (self.N_FA, K)):            # pooled prior per kind
             pool = D[lo:hi].sum(0) / np.maximum(at_risk[lo:hi].sum(0), 1.0)
-            haz[lo:hi] = (D[lo:hi] + self.pseudo * pool) / (at_risk[lo:hi] + self.pseudo)
+            den = at_risk[lo:hi] + self.pseudo
+            haz[lo:hi] = np.divide(D[lo:hi] + self.pseudo * pool, den, out=np.zeros_like(den), where=den > 0)
         haz = np.clip(haz, 0.0, 1.0)
         self.haz = haz
         S = np.ones((K, _NB + 1))
@@ -336,7 +337,9 @@ class HintsReuse(_EventReuse):
         return np.clip(q, 0.0, 1.0).reshape(K, _NB)
 
     def value(self, ps, now):
-        return self.Q[self.cls[ps], age_bin(now - self.start[ps])]
+        # evaluated at twice the age: between re-evaluations (ages 4^k) a reference ages up to 4x,
+        # so this is the geometric middle of the span the value stands for
+        return self.Q[self.cls[ps], age_bin(2.0 * (now - self.start[ps]))]
 
 
 class LearnedReuse(_EventReuse):
