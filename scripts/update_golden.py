@@ -26,6 +26,8 @@ CASES = {
         "gandalf", "write_through", "write_through_selective", "lru_k", "hot_prefix", "marconi",
         "workload_aware", "dynamic_random", "oracle", "oracle_admission")},
     "default_gandalf_strict": ["policy=gandalf", "policy.placement=strict"],
+    "default_gandalf_paper": ["policy=gandalf_paper"],
+    "default_gandalf_learned": ["policy=gandalf", "policy.reuse=learned"],
     "default_lru_tiny": ["hardware.hbm_cache_bytes=1GB", "hardware.dram_bytes=4GB",
                          "hardware.ssd_bytes=100GB", "model.state_checkpoints=every_chunk"],
 }

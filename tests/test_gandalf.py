@@ -15,10 +15,15 @@ HW = dict(gpus_per_node=8, gpu_flops=989e12, mfu=0.4, gpu_usd_per_hour=3.0, host
           ssd_read_bytes_per_s=104e9, ssd_read_latency_s=1e-4, ssd={"dwpd": 1, "warranty_years": 5, "usd_per_tb": 330})
 
 
+# the hand computations below are of the paper's estimator (policies.md §2.3): policy=gandalf_paper
+PAPER = {"reuse": "rate", "objective": "dollars"}
+
+
 def run_paths(paths, arrivals, *, dram, ssd="1TB", model=None, **params):
     m = model or load_model(QN, state_checkpoints="last")
     tr = trace_from_paths(paths, arrivals=arrivals)
-    node = make_node(tr, m, policy="gandalf", policy_params=params, dram_bytes=dram, ssd_bytes=ssd, **HW)
+    node = make_node(tr, m, policy="gandalf", policy_params={**PAPER, **params}, dram_bytes=dram, ssd_bytes=ssd,
+                     **HW)
     recs = []
     for i in range(tr.n_requests):
         recs.append(node.process(tr.path(i), int(tr.input_tokens[i]), float(tr.arrival_s[i])))
@@ -187,7 +192,8 @@ def test_move_prices_victims_that_free_their_parents_on_ssd():
     assert c["moves_fa"] == 6 and c["drops_fa"] == 0 and c["ssd_evictions"] == 3
 
 
-def test_a_just_hit_ssd_copy_is_not_evicted_to_be_rewritten():
+@pytest.mark.parametrize("params", [PAPER, {}], ids=["paper", "default"])
+def test_a_just_hit_ssd_copy_is_not_evicted_to_be_rewritten(params):
     """A hot path A returns between one-off paths. When A is hit from the SSD its chunks are copied
     into DRAM, so the SSD copies are no longer the last ones. They must keep their value: pricing
     them at the fee to write them again (the reconstruction before decision 31) made the SSD evict
@@ -198,7 +204,8 @@ def test_a_just_hit_ssd_copy_is_not_evicted_to_be_rewritten():
     A, B, C, D, E = ([k * 10 + i for i in range(1, 5)] for k in range(5))
     paths = [A, B, A, C, A, D, A, E, A]
     tr = trace_from_paths(paths, arrivals=[10.0 * i for i in range(len(paths))])
-    node = make_node(tr, m, policy="gandalf", dram_bytes=6 * F, ssd_bytes=6 * F, hbm_cache_bytes=0, **HW)
+    node = make_node(tr, m, policy="gandalf", policy_params=params, dram_bytes=6 * F, ssd_bytes=6 * F,
+                     hbm_cache_bytes=0, **HW)
     writes: dict[int, int] = {}
     count = node._count_ssd_write
 

@@ -69,7 +69,7 @@ class GandalfPolicy(Policy):
 
     def __init__(self, alpha=1.0, placement="capacity_aware", tau_s=600.0, horizon_s=None, prior_rate=None,
                  prior_window_s=None, wear_price="static", victim_loss="exact", victim_peek=64, moveset="any",
-                 objective="dollars", reuse="rate", replays_per_day_scale=1.0, engine="auto", refit_requests=500,
+                 objective="chunks", reuse="hints", replays_per_day_scale=1.0, engine="auto", refit_requests=500,
                  **unknown):
         if unknown:
             raise ConfigError(f"policy.{next(iter(unknown))}", "unknown parameter for policy 'gandalf'")
@@ -190,7 +190,7 @@ class GandalfPolicy(Policy):
         self.est = None
         self._meta = None
         self.log_age = None          # EWMA of log(age) of the SSD copies evicted: the SSD's characteristic time
-        if self.reuse in ("hints", "learned"):
+        if self.reuse in ("hints", "learned") and self.placement != "strict":     # strict is LRU walking
             from .reuse import make_reuse
             self.est = make_reuse(self.reuse, n2, st.depth, refit_requests=self.refit_requests)
         if self._jit is not None:

@@ -36,7 +36,7 @@ reference's age (binned, and crossed with the stop reason), log depth, log dista
 touching request's tail, log turn, log think and API time of the touching request. Labels
 are what a real system observes after the fact: a sampled reference is labelled 1 if the
 payload is demanded again within ``L = min(H, label_cap_s)`` of the sample (30 minutes by
-default, so that labels exist within a trace's first hour), 0 once ``L`` has passed without
+default: one day), 0 once ``L`` has passed without
 (a ghost list of sampled hashes; no future is read). The model is refit every
 ``refit_requests`` requests by a few Newton (IRLS) steps with L2 regularisation on the last
 ``window`` resolved samples, warm-started: plain numpy, deterministic, no new dependency
@@ -349,7 +349,7 @@ class LearnedReuse(_EventReuse):
     AGE_EDGES = np.array([10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0])
 
     def __init__(self, n2: int, depth: np.ndarray, refit_requests: int = 500, window: int = 200_000,
-                 l2: float = 1.0, samples_per_group: int = 8, label_cap_s: float = 1800.0):
+                 l2: float = 1.0, samples_per_group: int = 8, label_cap_s: float = 86400.0):
         super().__init__(n2, depth, refit_requests)
         self.window = int(window)
         self.l2 = float(l2)
@@ -369,7 +369,8 @@ class LearnedReuse(_EventReuse):
     def n_features(cls):
         return 1 + 1 + _STOPS + 1 + 1 + _TB + cls.N_AGE + 3 * cls.N_AGE + 5
 
-    def features(self, ps: np.ndarray, now: float) -> np.ndarray:
+    def features(self, ps: np.ndarray, now: float, age_scale: float = 1.0) -> np.ndarray:
+        """Feature rows of ``ps`` at ``now`` (their references' ages times ``age_scale``)."""
         n = len(ps)
         F = np.zeros((n, self.n_features()), dtype=np.float32)
         i = 0
@@ -387,7 +388,7 @@ class LearnedReuse(_EventReuse):
         tb = np.minimum(self.touches[ps], _TB) - 1
         F[np.arange(n), i + np.maximum(tb, 0)] = 1.0
         i += _TB
-        ab = np.searchsorted(self.AGE_EDGES, now - self.start[ps], side="right")
+        ab = np.searchsorted(self.AGE_EDGES, age_scale * (now - self.start[ps]), side="right")
         F[np.arange(n), i + ab] = 1.0
         i += self.N_AGE
         grp = np.where(stop == 1, 0, np.where(stop == 2, 1, 2))     # tool_use / end_turn / other
@@ -403,7 +404,7 @@ class LearnedReuse(_EventReuse):
     def value(self, ps, now):
         if self.w is None:
             return np.ones(len(ps))
-        z = self.features(ps, now) @ self.w
+        z = self.features(ps, now, 2.0) @ self.w      # at the middle of the span it stands for (hints)
         return 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
 
     def _sample(self, ps, now):
