@@ -38,11 +38,11 @@ def test_survival_by_hand_one_class():
     est.access(path[:4], -1, 3.0, meta(path[:4], 3.0, session=-1))
     est.H = 10.0
     est.refit(100.0)
-    k = est.fa_class(TOOL, False, [1], False)[0]
+    k = est.fa_class(TOOL, False, [1], False, 0)[0]
     assert est.Q[k, 0] == pytest.approx(0.4)
     assert est.Q[k, age_bin(8.0)] == pytest.approx(0.0)
     # the four came back as their second touch: a class of their own
-    k2 = est.fa_class(TOOL, False, [2], False)[0]
+    k2 = est.fa_class(TOOL, False, [2], False, 0)[0]
     assert k2 != k and est.D[k].sum() == 4 and est.D[k2].sum() == 0
 
 
@@ -138,7 +138,7 @@ def test_estimates_are_probabilities_and_runs_keep_the_invariants_over_days(reus
         E = node.policy.est.E
         assert np.all((E >= 0) & (E <= 1))
     c = node.policy.counters()
-    assert c["ssd_evictions"] > 0 and c["horizon_s"] > 0
+    assert c["ssd_evictions"] > 0 and node.policy.log_age is not None     # the characteristic time is measured
     assert c["estimator_refits"] >= 10
     if reuse == "learned":
         assert c["model_fits"] >= 1
@@ -173,3 +173,49 @@ def test_learned_model_learns_a_planted_signal_deterministically():
     p_second = a.value(np.asarray([2 * 5]), t)[0]
     assert p_tool > 0.7 > 0.3 > max(p_end, p_second)
     assert math.isfinite(p_tool)
+
+
+def _human_every_two_hours():
+    """Session 0: a human who comes back every two hours for three days, extending one
+    conversation. Between returns, 20 one-off agent sessions of four tool-loop requests each
+    (never used again) keep DRAM and the SSD busy."""
+    paths, t, sess, stops, turns = [], [], [], [], []
+    a = [1, 2]
+    for h in range(36):
+        t0 = h * 7200.0
+        a = a + [1000 + h]
+        paths.append(list(a)), t.append(t0), sess.append(0), stops.append(END), turns.append(h + 1)
+        for j in range(20):
+            s = 1 + h * 20 + j
+            base = [100000 + s * 10]
+            for r in range(4):
+                base = base + [100000 + s * 10 + r + 1]
+                paths.append(list(base)), t.append(t0 + 60 + j * 300 + r * 10), sess.append(s)
+                stops.append(TOOL if r < 3 else END), turns.append(r + 1)
+    o = np.argsort(t, kind="stable")
+    return tuple([x[i] for i in o] for x in (paths, t, sess, stops, turns))
+
+
+def test_a_session_idle_for_hours_is_kept_by_hints_and_forgotten_by_the_paper_estimator():
+    """The long-span case of the whole WEKA trace in miniature: the reconstruction's τ = 10 min
+    forgetting values a two-hour-old chunk at e^-12 of a fresh one, so every return of session 0
+    misses and every one-off is written; hints learns that a session on its 10th turn that ended
+    with end_turn comes back, and that the one-off tool loops never do."""
+    paths, t, sess, stops, turns = _human_every_two_hours()
+    m = load_model("llama3_1_70b")
+    F = m.fa_bytes(256)
+    out = {}
+    for name, params in (("paper", {"reuse": "rate", "objective": "dollars"}), ("hints", {})):
+        tr = trace_from_paths(paths, arrivals=t)
+        node = make_node(tr, m, policy="gandalf", policy_params=params, hbm_cache_bytes=0, dram_bytes=8 * F,
+                         ssd_bytes=60 * F)
+        hits = 0
+        for i in range(tr.n_requests):
+            r = node.process(tr.path(i), int(tr.input_tokens[i]), float(tr.arrival_s[i]), session_id=sess[i],
+                             stop_reason=stops[i], turn=turns[i])
+            node.st.check_invariants()
+            hits += r["h"] if sess[i] == 0 else 0
+        node.finish()
+        out[name] = (hits, node.stats.ssd_bytes_written_fa // F)
+    assert out["paper"][0] == 0 and out["paper"][1] > 3000
+    assert out["hints"][0] >= 150 and out["hints"][1] <= 100

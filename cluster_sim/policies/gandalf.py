@@ -190,6 +190,7 @@ class GandalfPolicy(Policy):
         self.est = None
         self._meta = None
         self.log_age = None          # EWMA of log(age) of the SSD copies evicted: the SSD's characteristic time
+        self.last_evict_t = 0.0
         if self.reuse in ("hints", "learned") and self.placement != "strict":     # strict is LRU walking
             from .reuse import make_reuse
             self.est = make_reuse(self.reuse, n2, st.depth, refit_requests=self.refit_requests)
@@ -329,6 +330,7 @@ class GandalfPolicy(Policy):
         the last touch) of the copies the SSD gives up; ∞ until it has given one up."""
         tl = self.t_last
         now = self.now
+        self.last_evict_t = now
         la = self.log_age
         for p in ps:
             t = tl[p]
@@ -341,7 +343,12 @@ class GandalfPolicy(Policy):
         if self.est is None:
             return
         self.now = now
-        self.est.H = math.exp(self.log_age) if self.log_age is not None else _INF
+        st = self.st
+        if self.log_age is None or st.used[SSD] + st.fa_bytes <= st.cap[SSD]:
+            self.est.H = _INF          # nothing given up yet, or room left: a copy written now stays
+        else:
+            # the SSD's characteristic time, and at least as long as nothing has been given up
+            self.est.H = max(math.exp(self.log_age), now - self.last_evict_t)
         low = self.est.tick(now, self.st.res)
         if low is None:
             if self.objective == "chunks" and self._crc_n:

@@ -98,10 +98,10 @@ class _EventReuse:
         self.first_refit = min(200, self.refit_requests)
 
     # -- classes (hints overrides the layout; learned keeps one class per kind for the counts)
-    def fa_class(self, stop, sub, touches, sup):
+    def fa_class(self, stop, sub, touches, sup, turn):
         return np.zeros(len(touches), dtype=np.int32)
 
-    def st_class(self, stop, sub, demanded):
+    def st_class(self, stop, sub, demanded, turn):
         return 1
 
     # -- the estimator proper
@@ -165,7 +165,7 @@ class _EventReuse:
             self.turn[fa] = meta.turn
             self.think[fa] = 0.0 if meta.think_time_s != meta.think_time_s else meta.think_time_s
             self.api[fa] = 0.0 if meta.api_time_s != meta.api_time_s else meta.api_time_s
-            g = self._begin(fa, now, self.fa_class(stop, sub, self.touches[fa], False))
+            g = self._begin(fa, now, self.fa_class(stop, sub, self.touches[fa], False, meta.turn))
             out.append(self._lowered(fa, now))
             # the session's previous request: what this one did not touch is superseded
             if meta.session_id >= 0:
@@ -179,7 +179,7 @@ class _EventReuse:
                         self.on_censor(left, now - self.start[left])
                         self.sup[left] = True
                         self._begin(left, now, self.fa_class(self.stop[left], self.sub[left],
-                                                             self.touches[left], True))
+                                                             self.touches[left], True, self.turn[left]))
                         out.append(self._lowered(left, now))
         if state >= 0:
             q = np.asarray([state], dtype=np.int64)
@@ -190,7 +190,7 @@ class _EventReuse:
             self.sub[q] = sub
             self.tail[q] = 0
             self.turn[q] = meta.turn
-            self._begin(q, now, np.asarray([self.st_class(stop, sub, True)], dtype=np.int32))
+            self._begin(q, now, np.asarray([self.st_class(stop, sub, True, meta.turn)], dtype=np.int32))
             out.append(self._lowered(q, now))
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
@@ -209,7 +209,7 @@ class _EventReuse:
         self.sub[qs] = sub
         self.tail[qs] = 0
         self.turn[qs] = meta.turn if meta is not None else 0
-        self._begin(qs, now, np.full(len(qs), self.st_class(stop, sub, False), dtype=np.int32))
+        self._begin(qs, now, np.full(len(qs), self.st_class(stop, sub, False, self.turn[qs[0]]), dtype=np.int32))
         return self._lowered(qs, now)
 
     def tick(self, now: float, res: np.ndarray) -> np.ndarray | None:
@@ -264,10 +264,12 @@ class _EventReuse:
 class HintsReuse(_EventReuse):
     """``reuse=hints``: Kaplan-Meier time-to-next-touch per class of reference."""
 
-    # class layout: FA: ((sup * 5 + stop) * 2 + sub) * 3 + touches bucket; then STATE:
-    # (demanded * 5 + stop) * 2 + sub
-    N_FA = 2 * _STOPS * 2 * _TB
-    N_ST = 2 * _STOPS * 2
+    # class layout: FA: (((sup * 5 + stop) * 2 + sub) * 3 + touches bucket) * 3 + turn bucket; then
+    # STATE: ((demanded * 5 + stop) * 2 + sub) * 3 + turn bucket. Turn buckets: the session's
+    # first request (or unknown), its 2nd to 9th, its 10th and later (a session that has come
+    # back before is likelier to come back again)
+    N_FA = 2 * _STOPS * 2 * _TB * 3
+    N_ST = 2 * _STOPS * 2 * 3
 
     def __init__(self, n2: int, depth: np.ndarray, refit_requests: int = 500, pseudo: float = 4.0):
         super().__init__(n2, depth, refit_requests)
@@ -278,13 +280,19 @@ class HintsReuse(_EventReuse):
         self.Q = np.ones((K, _NB))       # E by class and age bin (current H)
         self.pseudo = float(pseudo)
 
-    def fa_class(self, stop, sub, touches, sup):
-        tb = np.minimum(np.asarray(touches), _TB) - 1
-        return (((int(sup) * _STOPS + np.asarray(stop, dtype=np.int64)) * 2 + np.asarray(sub, dtype=np.int64)) * _TB
-                + tb).astype(np.int32)
+    @staticmethod
+    def _turn_bucket(turn):
+        t = np.asarray(turn, dtype=np.int64)
+        return np.where(t <= 1, 0, np.where(t < 10, 1, 2))
 
-    def st_class(self, stop, sub, demanded):
-        return self.N_FA + (int(demanded) * _STOPS + int(stop)) * 2 + int(sub)
+    def fa_class(self, stop, sub, touches, sup, turn):
+        tb = np.minimum(np.asarray(touches), _TB) - 1
+        k = ((int(sup) * _STOPS + np.asarray(stop, dtype=np.int64)) * 2 + np.asarray(sub, dtype=np.int64)) * _TB + tb
+        return (k * 3 + self._turn_bucket(turn)).astype(np.int32)
+
+    def st_class(self, stop, sub, demanded, turn):
+        k = (int(demanded) * _STOPS + int(stop)) * 2 + int(sub)
+        return self.N_FA + k * 3 + int(self._turn_bucket(turn))
 
     def on_event(self, ps, gaps, now):
         np.add.at(self.D, (self.cls[ps], age_bin(gaps)), 1.0)
@@ -345,8 +353,8 @@ class HintsReuse(_EventReuse):
 class LearnedReuse(_EventReuse):
     """``reuse=learned``: an online logistic model of "demanded again within H"."""
 
-    N_AGE = 8                   # coarse age bins for the features: edges 10 s, 30 s, ..., 3e4 s
-    AGE_EDGES = np.array([10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0])
+    N_AGE = 11                  # coarse age bins for the features: edges 10 s, 30 s, ..., 3e5 s
+    AGE_EDGES = np.array([10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 1e4, 3e4, 1e5, 3e5])
 
     def __init__(self, n2: int, depth: np.ndarray, refit_requests: int = 500, window: int = 200_000,
                  l2: float = 1.0, samples_per_group: int = 8, label_cap_s: float = 86400.0):
