@@ -135,7 +135,7 @@ def test_random_eviction_amplifies_and_more_overprovisioning_amplifies_less():
 
 
 # ---------------------------------------------------------------------------- whole runs
-GANDALF_SMALL_SSD = ["policy=gandalf", "hardware.ssd_bytes=60GB", "hardware.ssd.ftl=greedy"]
+GANDALF_SMALL_SSD = ["policy=gandalf_paper", "hardware.ssd_bytes=60GB", "hardware.ssd.ftl=greedy"]
 
 
 def run(overrides):
