@@ -3,13 +3,13 @@
 
 One command regenerates every number and figure of ``docs/results.md``:
 
-    python scripts/reproduce.py                 # the full study (~60-90 min on 2 cores), writes docs/
+    python scripts/reproduce.py                 # the full study (several hours on 2 cores: whole WEKA), writes docs/
     python scripts/reproduce.py --quick         # a reduced study (< 10 min), writes study_runs/quick/
     python scripts/reproduce.py --quick --docs  # ... and puts its tables/figures into docs/
     python -m pytest -m study                   # the quick study as a test (tests/test_study.py)
 
 Traces (``../shared/traces``, never copied): Mooncake conversation (whole, 59 min), WEKA Claude
-Code v8 with Poisson session starts cut at ``workload.until_s=1200``, and (fewer points) the same
+Code v8 with Poisson session starts (the whole 5.1-day trace), and (fewer points) the same
 sessions started at the Azure 2023 conversation arrivals, cut at 300 s. Setup: ``conf/experiment/
 paper_*.yaml`` (Kimi Linear 48B-A3B, 512-token chunks, no HBM cache, 1 DWPD, 5 y, WAF 1). DRAM and
 SSD are sized from the working set W of the (trace, model) (``working_set_bytes`` of the trace
@@ -72,11 +72,11 @@ POLICIES: dict[str, tuple[str, str, list[str]]] = {
     "oracle": ("oracle", "", ["policy=oracle"]),
 }
 for _a in (0, 1, 4, 16, 64):
-    POLICIES[f"g{_a}"] = ("gandalf", f"α={_a}", ["policy=gandalf", f"policy.alpha={_a}"])
+    POLICIES[f"g{_a}"] = ("gandalf", f"α={_a}", ["policy=gandalf_paper", f"policy.alpha={_a}"])
     POLICIES[f"gp{_a}"] = ("gandalf (population)", f"α={_a}",
-                           ["policy=gandalf", f"policy.alpha={_a}", "policy.reuse=population"])
+                           ["policy=gandalf_paper", f"policy.alpha={_a}", "policy.reuse=population"])
 for _t in (60, 3600):
-    POLICIES[f"g1t{_t}"] = ("gandalf", f"α=1, τ={_t}s", ["policy=gandalf", "policy.alpha=1", f"policy.tau_s={_t}"])
+    POLICIES[f"g1t{_t}"] = ("gandalf", f"α=1, τ={_t}s", ["policy=gandalf_paper", "policy.alpha=1", f"policy.tau_s={_t}"])
 
 # §5 investigation of where the reconstruction falls short: one knob of gandalf α=1 changed at a time
 VARIANTS = {
@@ -87,7 +87,7 @@ VARIANTS = {
     "gpobjc": ("population + objective=chunks", ["policy.reuse=population", "policy.objective=chunks"]),
 }
 for _k, (_lab, _ov) in VARIANTS.items():
-    POLICIES[_k] = ("gandalf (variant)", _lab, ["policy=gandalf", "policy.alpha=1", *_ov])
+    POLICIES[_k] = ("gandalf (variant)", _lab, ["policy=gandalf_paper", "policy.alpha=1", *_ov])
 
 SHORT = {"gobjc": "chunks", "gstrict": "strict", "gbudget": "budget", "gshadow": "shadow", "gpobjc": "pop+chunks",
          "g1t60": "τ=60", "g1t3600": "τ=3600"}
@@ -139,8 +139,10 @@ def trace_specs(quick: bool) -> dict[str, TraceSpec]:
     return {
         "moon": TraceSpec("moon", "Mooncake conversation (59 min)", "paper_mooncake",
                           (f"workload.path={MOONCAKE}",), 1.0),
-        "weka": TraceSpec("weka", "WEKA Claude Code, Poisson 0.2/s, 1200 s", "paper_weka",
-                          (f"workload.path={WEKA}", "workload.until_s=1200"), 2.5),
+        # the whole trace (5.1 days): the 1,200 s cut this study used until 2026-12 hid Gandalf's
+        # long-span regression (docs/decisions.md 45); it makes the study several hours long
+        "weka": TraceSpec("weka", "WEKA Claude Code, Poisson 0.2/s, whole trace", "paper_weka",
+                          (f"workload.path={WEKA}",), 50.0),
         "weka_az": TraceSpec("weka_az", "WEKA Claude Code, Azure arrivals, 300 s", "paper_weka_azure",
                              (f"workload.path={WEKA}", f"workload.arrivals={AZURE}"), 3.0),
     }
