@@ -352,7 +352,7 @@ def _remove_new_folders(made: tuple[list[Path], list[Path]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     import hydra
 
-    from .signals import Terminated, sigterm_as_interrupt
+    from .signals import sigterm_as_interrupt, was_terminated
 
     argv = list(sys.argv[1:] if argv is None else argv)
     flags = [a for a in argv if a.startswith("-")]
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except KeyboardInterrupt as e:
-        code = 143 if isinstance(e, Terminated) else 130
+        code = 143 if was_terminated(e) else 130
         what = "terminated (SIGTERM)" if code == 143 else "interrupted"
         hint = "; finished points are kept, sweep.resume=true runs the rest" if multirun else ""
         print(f"{PROG}: {what}{hint}", file=sys.stderr)

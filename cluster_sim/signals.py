@@ -13,9 +13,10 @@ import signal
 import threading
 from contextlib import contextmanager
 
-__all__ = ["Terminated", "sigterm_as_interrupt", "reclaim"]
+__all__ = ["Terminated", "sigterm_as_interrupt", "reclaim", "was_terminated"]
 
 _depth = 0
+_received = False
 
 
 class Terminated(KeyboardInterrupt):
@@ -23,7 +24,16 @@ class Terminated(KeyboardInterrupt):
 
 
 def _handler(signum, frame):  # noqa: ARG001 - signal handler signature
+    global _received
+    _received = True
     raise Terminated()
+
+
+def was_terminated(e: BaseException) -> bool:
+    """Whether the interruption ``e`` came from SIGTERM. Ray's blocking calls (``ray.get``,
+    ``ray.wait``) run signal handlers from C++ and re-raise whatever they raise as a plain
+    ``KeyboardInterrupt``, so the type alone does not tell: the handler also leaves a mark."""
+    return isinstance(e, Terminated) or _received
 
 
 def _main_thread() -> bool:
@@ -37,8 +47,10 @@ def sigterm_as_interrupt():
     if not _main_thread():
         yield
         return
+    global _received
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, _handler)
+    _received = False
     _depth += 1
     try:
         yield
