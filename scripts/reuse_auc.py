@@ -31,7 +31,7 @@ from cluster_sim.policies.gandalf import GandalfPolicy  # noqa: E402
 from cluster_sim.policies.lru import LRUPolicy  # noqa: E402
 from compare_policies import shared_trace_overrides  # noqa: E402
 
-ESTIMATORS = {"rate": {}, "population": {"reuse": "population"}, "hints": {"reuse": "hints"},
+ESTIMATORS = {"rate": {"reuse": "rate"}, "population": {"reuse": "population"}, "hints": {"reuse": "hints"},
               "learned": {"reuse": "learned"}}
 
 
