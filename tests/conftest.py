@@ -28,6 +28,15 @@ def mooncake_table():
     if not MOONCAKE.exists():
         pytest.skip(f"real traces are not present at {SHARED_TRACES}")
     return read_mooncake(MOONCAKE)
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback TCP port nothing listens on (bound once, then released)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 settings.register_profile("thorough", max_examples=2000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

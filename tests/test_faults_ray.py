@@ -5,7 +5,6 @@ import ipaddress
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -72,16 +71,8 @@ def test_sigterm_kills_the_parent_run_and_the_sweep_resumes(tmp_path):
     assert sorted(r.data.params["seed"] for r in kids if r.info.status == "FINISHED") == [str(i) for i in range(6)]
 
 
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def test_a_sweep_without_its_store_writes_every_point_and_says_so(tmp_path):
-    uri = f"tracking.uri=http://127.0.0.1:{_closed_port()}"
+def test_a_sweep_without_its_store_writes_every_point_and_says_so(tmp_path, closed_port):
+    uri = f"tracking.uri=http://127.0.0.1:{closed_port}"
     p = cli("-m", "seed=0,1", "workload.limit_requests=200", "report.figures=false", uri,
             f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
     out, err = p.communicate(timeout=400)

@@ -227,19 +227,10 @@ def test_summary_files_are_written_atomically(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- MLflow unavailable
 
 
-def _closed_port() -> int:
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 @pytest.mark.parametrize("store", ["http", "corrupt sqlite"])
-def test_mlflow_unavailable_never_costs_results(store, tmp_path):
+def test_mlflow_unavailable_never_costs_results(store, tmp_path, closed_port):
     if store == "http":
-        uri = f"http://127.0.0.1:{_closed_port()}"
+        uri = f"http://127.0.0.1:{closed_port}"
     else:
         db = tmp_path / "bad.db"
         db.write_bytes(np.random.default_rng(0).bytes(4096))
