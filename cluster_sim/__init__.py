@@ -5,7 +5,7 @@ for hybrid LLMs across a fleet of serving nodes.
     summary = cluster_sim.run(cluster_sim.compose(["policy=lru", "model=qwen3_next_80b_a3b"]))
     print(summary.table())
 """
-__version__ = "0.1.0"
+from ._version import __version__
 
 
 def run(config, **kw):

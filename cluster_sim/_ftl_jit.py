@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .ftl import OP_TRIM, OP_WRITE
+from ._ftl_ops import OP_TRIM, OP_WRITE
 
 INF = np.int64(1) << np.int64(62)
 PENDING = -2

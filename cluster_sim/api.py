@@ -19,8 +19,8 @@ from typing import Mapping
 import numpy as np
 import pyarrow as pa
 
-from . import __version__
-from .config import SimConfig, resolve_chunk_tokens
+from ._version import __version__
+from .config import SimConfig
 from .errors import ConfigError
 from .metrics import derive, fleet_metrics
 
@@ -165,8 +165,9 @@ def prepare(cfg: SimConfig):
 
 def _prepare(cfg: SimConfig):
     """:func:`prepare` and whether the block hashes were chained (``workload.rechain``)."""
-    from .trace.chunks import chunk_trace
-    from .trace.load import file_sha256, load_workload
+    from .trace.chunks import chunk_trace, resolve_chunk_tokens
+    from .trace.files import resolve_trace_path, source_sha256
+    from .trace.load import load_workload
     from .trace.rechain import was_rechained
     from .trace.schema import block_tokens
 
@@ -180,10 +181,9 @@ def _prepare(cfg: SimConfig):
         tpath = "synthetic"
         sha = _table_sha(table)
     else:
-        from .trace.load import resolve_trace_path
         rp = resolve_trace_path(cfg.workload.path)
         tpath = str(rp)
-        sha = file_sha256(rp)
+        sha = source_sha256(rp)
     return trace, tpath, sha, rechained
 
 

@@ -8,50 +8,17 @@ The Hydra app composes ``conf/`` into a plain mapping and hands it to
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from .errors import ConfigError
-from .units import parse_bytes, parse_rate
+from .units import parse_bytes, parse_number, parse_rate
 
 WORKLOAD_FORMATS = ("synthetic", "mooncake", "claude_code", "azure", "parquet")
 ROUTERS = ("round_robin", "random", "session_affinity", "least_loaded", "kv_aware")
 BACKENDS = ("inprocess", "ray")
 SYNC_MODES = ("none", "kv_events")
 RECHAIN_MODES = ("auto", "always", "never")   # workload.rechain (cluster_sim.trace.rechain.MODES)
-
-
-def parse_number(key: str, value, *, lo=None, hi=None, integer=False, allow_none=False, lo_open=False,
-                 allow_inf=False):
-    """Validate the numeric setting ``key`` (a number or a numeric string); ConfigError names the
-    key. ``allow_inf`` admits ``inf`` (e.g. Gandalf's α = ∞, "never pay a write")."""
-    if value is None:
-        if allow_none:
-            return None
-        raise ConfigError(key, "is required")
-    if isinstance(value, bool):
-        raise ConfigError(key, f"expected a number, got {value!r}")
-    if isinstance(value, str):
-        try:
-            value = float("inf") if allow_inf and value.strip().lower() == ".inf" else float(value)
-        except ValueError:
-            raise ConfigError(key, f"expected a number, got {value!r}") from None
-    if not isinstance(value, (int, float)):
-        raise ConfigError(key, f"expected a number, got {value!r}")
-    if integer:
-        if isinstance(value, float) and not value.is_integer():
-            raise ConfigError(key, f"expected a whole number, got {value!r}")
-        value = int(value)
-    else:
-        value = float(value)
-        if not math.isfinite(value) and not (allow_inf and value == math.inf):
-            raise ConfigError(key, f"must be finite, got {value!r}")
-    if lo is not None and (value < lo or (lo_open and value == lo)):
-        raise ConfigError(key, f"must be {'>' if lo_open else '>='} {lo}, got {value!r}")
-    if hi is not None and value > hi:
-        raise ConfigError(key, f"must be <= {hi}, got {value!r}")
-    return value
 
 
 def _num(m: Mapping, key: str, prefix: str, default=None, *, lo=None, hi=None, integer=False, allow_none=False,
@@ -342,17 +309,6 @@ class SimConfig:
         base.update({k: v for k, v in over.items() if k != "ssd"})
         base["ssd"] = ssd
         return HardwareConfig.from_mapping(base, prefix=f"fleet.node_overrides.{i}")
-
-
-def resolve_chunk_tokens(chunk_tokens, block_tokens: int) -> int:
-    """``auto`` = the smallest multiple of block_tokens that is >= 256 (simulation-model §2)."""
-    if chunk_tokens == "auto":
-        return block_tokens * max(1, -(-256 // block_tokens))
-    ct = int(chunk_tokens)
-    if ct % block_tokens != 0:
-        raise ConfigError("cache.chunk_tokens",
-                          f"{ct} is not a whole multiple of the trace's block size ({block_tokens} tokens)")
-    return ct
 
 
 def _plain(x):

@@ -260,10 +260,6 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
             "actor_processes": nodes.actor_processes, "ray_workers": nodes.workers, "setup_s": setup}
 
 
-def run_inprocess(trace, cfg) -> dict:
-    return run_fleet(trace, cfg)
-
-
 def floors(trace, cfg, assign) -> tuple[list[tuple[float, float]], tuple[float, float]]:
     """Per-node floors on each node's own stream and the fleet floor on the whole stream."""
     out = []

@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 
+from ._ftl_ops import OP_TRIM, OP_WRITE, OP_WRITE_UNCOUNTED
 from .errors import ConfigError
 
 FTL_MODES = ("ideal", "greedy")
@@ -48,7 +49,6 @@ RU_BYTES_PM9D3A = 13_079_937_024
 USER_BYTES_PM9D3A = 3_840_000_000_000
 AUTO_BLOCKS_PER_USER_CAPACITY = USER_BYTES_PM9D3A / RU_BYTES_PM9D3A    # 293.6
 
-OP_WRITE, OP_WRITE_UNCOUNTED, OP_TRIM = 0, 1, 2        # event rows: (op, owner, bytes, kind)
 
 
 def auto_erase_block_bytes(user_bytes: int) -> int:

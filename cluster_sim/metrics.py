@@ -46,8 +46,6 @@ class NodeStats:
     load_latency: list = field(default_factory=list)   # per counted request, seconds
     ttft: list = field(default_factory=list)
     policy: dict = field(default_factory=dict)         # policy.<name>.<key> counters
-    # per-request series for per-epoch tables: arrival, chunks, misses, ssd bytes written
-    series: list = field(default_factory=list)
 
     def set_ftl(self, c: dict) -> None:
         """Take a :class:`~cluster_sim.ftl.GreedyFTL`'s counted figures (kind 0 = FA, 1 = STATE)."""
@@ -55,10 +53,6 @@ class NodeStats:
         self.ssd_bytes_relocated_fa = c["relocated_bytes_kind0"]
         self.ssd_bytes_relocated_state = c["relocated_bytes_kind1"]
         self.ssd_blocks_erased = c["erases"]
-
-    def to_arrays(self) -> dict:
-        return {"load_latency": np.asarray(self.load_latency, dtype=np.float64),
-                "ttft": np.asarray(self.ttft, dtype=np.float64)}
 
 
 def merge(stats: list["NodeStats"]) -> "NodeStats":

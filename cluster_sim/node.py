@@ -25,30 +25,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cache.state import BIT, DEMOTE, DRAM, DROP, HBM, NO_TIER, SSD, CacheState
+from .cache.hybrid import checkpoint_positions, unbounded_resume_prefix
+from .cache.state import (BIT, DEMOTE, DRAM, DROP, HBM, IN_DRAM, IN_HBM, IN_SSD, NO_TIER, SSD, CacheState, fa_of,
+                          is_state, twin_state)
 from .ftl import make_ftl
 from .metrics import NodeStats
 from .policies.base import NodeContext, Policy, RequestMeta, lru_select
 
 _TIER_KEYS = ("hbm", "dram", "ssd")
-
-
-def checkpoint_positions(mode: str, h: int, r: int, m: int) -> list[int]:
-    """1-based chunk positions where a request saves STATE (simulation-model §2)."""
-    if m == 0:
-        return []
-    if mode == "last":
-        return [m] if h < m else []
-    if mode == "last_and_branch":
-        out = []
-        if r > h and r < m:
-            out.append(r)          # branch point: deepest resident FA without STATE
-        if h < m:
-            out.append(m)
-        return out
-    if mode == "every_chunk":
-        return list(range(h + 1, m + 1))
-    raise ValueError(f"unknown state_checkpoints mode {mode!r}")
 
 
 class NodeSim:
@@ -107,13 +91,13 @@ class NodeSim:
         self.counting = counted
         self.policy.tick(now)
         m = len(path)
-        fa = 2 * path
+        fa = fa_of(path)
         if m:
             res_fa = st.res[fa]
             nz = res_fa != 0
             r = m if nz.all() else int(np.argmin(nz))
             if self.has_state and r:
-                w = np.flatnonzero(st.res[fa[:r] + 1])
+                w = np.flatnonzero(st.res[twin_state(fa[:r])])
                 h = int(w[-1]) + 1 if len(w) else 0
             else:
                 h = r
@@ -124,8 +108,8 @@ class NodeSim:
 
         # ---- serve: bytes by the fastest tier holding each reused payload
         hr = res_fa[:h]
-        in_hbm = (hr & 1) != 0
-        in_dram = ~in_hbm & ((hr & 2) != 0)
+        in_hbm = (hr & IN_HBM) != 0
+        in_dram = ~in_hbm & ((hr & IN_DRAM) != 0)
         in_ssd = ~in_hbm & ~in_dram
         n_hbm, n_dram = int(in_hbm.sum()), int(in_dram.sum())
         n_ssd = h - n_hbm - n_dram
@@ -189,14 +173,14 @@ class NodeSim:
         elif m:
             skipped = (m - r) * fab
             if self.has_state:
-                skipped += sum(int(st.size[fa[k - 1] + 1]) for k in checkpoint_positions(self.mode, h, r, m))
+                skipped += sum(int(st.size[twin_state(fa[k - 1])]) for k in checkpoint_positions(self.mode, h, r, m))
         if created:
             self.policy.on_insert(np.asarray(created, dtype=np.int64), now)
         if self._admit_queue:
             self._drain_admissions()
         if created and self.policy.uses_admit_on_insert and st.cap[SSD] > 0:
             for p in created:
-                if st.res[p] and not st.res[p] & 4 and st.cap[SSD] > 0 and self.policy.admit_on_insert(p, now):
+                if st.res[p] and not st.res[p] & IN_SSD and st.cap[SSD] > 0 and self.policy.admit_on_insert(p, now):
                     self._write_ssd(p)
 
         # ---- stats
@@ -228,9 +212,9 @@ class NodeSim:
         st = self.st
         t = self.entry
         if t == HBM:
-            mask = (hr & 1) == 0
+            mask = (hr & IN_HBM) == 0
         else:   # HBM absent: a DRAM hit changes nothing; an SSD hit is copied into DRAM
-            mask = (hr & 2) == 0
+            mask = (hr & IN_DRAM) == 0
         load_q = q >= 0 and not (st.res[q] & BIT[t])
         if not mask.any() and not load_q:
             return
@@ -240,7 +224,7 @@ class NodeSim:
         if load_q:
             st.add_state(q, t)
         if st.used[t] > st.cap[t]:
-            order = [int(2 * c) for c in path[:h][mask]]
+            order = [int(fa_of(c)) for c in path[:h][mask]]
             if load_q:
                 order.append(q)
             self._resolve_or_trim(t, order, count_skipped=False)
@@ -276,7 +260,7 @@ class NodeSim:
         if t == SSD:
             # HBM and DRAM absent: every new payload is an SSD admission (a write)
             for p in placed:
-                if st.res[p] & 4:
+                if st.res[p] & IN_SSD:
                     self._count_ssd_write(p)
         return skipped, placed
 
@@ -311,21 +295,21 @@ class NodeSim:
             # new payloads frees nothing else, except that removing the shallowest new FA chunk
             # can unblock its resident ancestors: before that one goes, the selection is retried.
             short = st.shortfall if st.shortfall else 1
-            n_fa = sum(1 for x in order if not x & 1)
+            n_fa = sum(1 for x in order if not is_state(x))
             first = True
             while order and (short > 0 or first):
                 p = order[-1]
-                if not p & 1 and n_fa == 1 and not first:
+                if not is_state(p) and n_fa == 1 and not first:
                     break
                 order.pop()
                 first = False
-                if not p & 1:
+                if not is_state(p):
                     n_fa -= 1
                 if st.res[p] & BIT[t]:
                     d = self._trim(p, t)
                     skipped += d
                     short -= d
-                if not p & 1 and n_fa == 0:
+                if not is_state(p) and n_fa == 0:
                     break               # the shallowest new FA went: its ancestors may be free now
         return skipped if count_skipped else 0
 
@@ -341,8 +325,8 @@ class NodeSim:
         return total
 
     def _state_bytes_in(self, p: int, t: int) -> int:
-        q = p | 1
-        return int(self.st.size[q]) if (p & 1) == 0 and self.st.res[q] & BIT[t] else 0
+        q = twin_state(p)
+        return int(self.st.size[q]) if not is_state(p) and self.st.res[q] & BIT[t] else 0
 
     def _trim(self, p: int, t: int) -> int:
         """Remove a just-placed copy that cannot fit; returns the bytes dropped."""
@@ -422,7 +406,7 @@ class NodeSim:
             if st.cap[SSD] <= 0:
                 continue
             for p in q:
-                if st.res[p] and not st.res[p] & 4:
+                if st.res[p] and not st.res[p] & IN_SSD:
                     self._write_ssd(p)
 
     def _write_ssd(self, p: int) -> None:
@@ -438,12 +422,12 @@ class NodeSim:
 
     def _count_ssd_write(self, p: int) -> None:
         if self.ftl is not None:
-            self.ftl.write(p, int(self.st.size[p]), p & 1, self.counting)
+            self.ftl.write(p, int(self.st.size[p]), is_state(p), self.counting)
         self.ssd_hit[p] = False
         self.ssd_adm_counted[p] = self.counting
         if self.counting:
             s = self.stats
-            if p & 1:
+            if is_state(p):
                 s.ssd_bytes_written_state += int(self.st.size[p])
                 s.ssd_admissions_state += 1
             else:
@@ -454,7 +438,7 @@ class NodeSim:
         if self.ftl is not None:
             self.ftl.trim(p)
         if self.ssd_adm_counted[p] and self.ssd_hit[p]:
-            if p & 1:
+            if is_state(p):
                 self.stats.ssd_admissions_hit_state += 1
             else:
                 self.stats.ssd_admissions_hit_fa += 1
@@ -463,7 +447,7 @@ class NodeSim:
 
     def finish(self) -> NodeStats:
         """Close the run: SSD copies still resident count as hit iff they served a reuse."""
-        live = (self.st.res & 4) != 0
+        live = (self.st.res & IN_SSD) != 0
         hit = live & self.ssd_adm_counted & self.ssd_hit
         self.stats.ssd_admissions_hit_fa += int(hit[0::2].sum())
         self.stats.ssd_admissions_hit_state += int(hit[1::2].sum())
@@ -473,35 +457,6 @@ class NodeSim:
         pname = self.policy.name
         self.stats.policy = {f"policy.{pname}.{k}": v for k, v in self.policy.counters().items()}
         return self.stats
-
-
-def unbounded_resume_prefix(offsets: np.ndarray, flat: np.ndarray, n_chunks: int, model) -> np.ndarray:
-    """Every request's resume prefix ``h`` (chunks reused) in unbounded tiers with the model's
-    checkpoint mode: nothing is ever evicted or skipped."""
-    fa_seen = np.zeros(n_chunks, dtype=bool)
-    st_seen = np.zeros(n_chunks, dtype=bool)
-    has_state = model.has_state
-    mode = model.state_checkpoints
-    n = len(offsets) - 1
-    hs = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        path = flat[offsets[i]:offsets[i + 1]]
-        m = len(path)
-        if not m:
-            continue
-        seen = fa_seen[path]
-        r = m if seen.all() else int(np.argmin(seen))
-        if has_state and r:
-            w = np.flatnonzero(st_seen[path[:r]])
-            h = int(w[-1]) + 1 if len(w) else 0
-        else:
-            h = r
-        hs[i] = h
-        fa_seen[path] = True
-        if has_state:
-            for k in checkpoint_positions(mode, h, r, m):
-                st_seen[path[k - 1]] = True
-    return hs
 
 
 def floor_pass(paths_offsets: np.ndarray, flat: np.ndarray, n_chunks: int, input_tokens: np.ndarray,

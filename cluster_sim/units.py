@@ -53,3 +53,35 @@ def parse_rate(value, key: str) -> float:
     if b <= 0:
         raise ConfigError(key, f"must be a positive rate, got {value!r}")
     return float(b)
+
+
+def parse_number(key: str, value, *, lo=None, hi=None, integer=False, allow_none=False, lo_open=False,
+                 allow_inf=False):
+    """Validate the numeric setting ``key`` (a number or a numeric string); ConfigError names the
+    key. ``allow_inf`` admits ``inf`` (e.g. Gandalf's α = ∞, "never pay a write")."""
+    if value is None:
+        if allow_none:
+            return None
+        raise ConfigError(key, "is required")
+    if isinstance(value, bool):
+        raise ConfigError(key, f"expected a number, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value = float("inf") if allow_inf and value.strip().lower() == ".inf" else float(value)
+        except ValueError:
+            raise ConfigError(key, f"expected a number, got {value!r}") from None
+    if not isinstance(value, (int, float)):
+        raise ConfigError(key, f"expected a number, got {value!r}")
+    if integer:
+        if isinstance(value, float) and not value.is_integer():
+            raise ConfigError(key, f"expected a whole number, got {value!r}")
+        value = int(value)
+    else:
+        value = float(value)
+        if not math.isfinite(value) and not (allow_inf and value == math.inf):
+            raise ConfigError(key, f"must be finite, got {value!r}")
+    if lo is not None and (value < lo or (lo_open and value == lo)):
+        raise ConfigError(key, f"must be {'>' if lo_open else '>='} {lo}, got {value!r}")
+    if hi is not None and value > hi:
+        raise ConfigError(key, f"must be <= {hi}, got {value!r}")
+    return value

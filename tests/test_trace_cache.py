@@ -11,7 +11,8 @@ import pytest
 import cluster_sim.trace.claude_code as claude_code
 import cluster_sim.trace.mooncake as mooncake
 from cluster_sim.config import WorkloadConfig
-from cluster_sim.trace.cache import cache_dir, source_sha256
+from cluster_sim.trace.cache import cache_dir
+from cluster_sim.trace.files import source_sha256
 from cluster_sim.trace.load import read_workload
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

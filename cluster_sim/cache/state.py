@@ -28,8 +28,35 @@ import numpy as np
 HBM, DRAM, SSD = 0, 1, 2
 NO_TIER = -1
 TIER_NAMES = ("hbm", "dram", "ssd")
-BIT = (1, 2, 4)
+BIT = (1, 2, 4)                  # BIT[tier]: the bit of ``res[p]`` saying "resident in that tier"
+IN_HBM, IN_DRAM, IN_SSD = BIT
 DROP, DEMOTE = 0, 1
+
+
+# Payload handles (ints or int64 arrays alike): FA of chunk c is 2c, its STATE 2c + 1.
+def fa_of(c):
+    """The FA handle(s) of chunk(s) ``c``."""
+    return 2 * c
+
+
+def state_of(c):
+    """The STATE handle(s) of chunk(s) ``c``."""
+    return 2 * c + 1
+
+
+def chunk_of(p):
+    """The chunk(s) of handle(s) ``p``."""
+    return p >> 1
+
+
+def is_state(p):
+    """Non-zero for a STATE handle (``p & 1``; an array gives a 0/1 array)."""
+    return p & 1
+
+
+def twin_state(p):
+    """The STATE handle of the chunk of handle ``p`` (``p`` itself for a STATE handle)."""
+    return p | 1
 
 
 class CacheState:
@@ -84,10 +111,10 @@ class CacheState:
         par = int(self.parent[c])
         if par < 0:
             return -1
-        if self.res[2 * par] & bit:
+        if self.res[fa_of(par)] & bit:
             return par
         anc = self.ancestors(c)
-        hit = np.flatnonzero(self.res[2 * anc] & bit)
+        hit = np.flatnonzero(self.res[fa_of(anc)] & bit)
         return int(anc[hit[-1]]) if len(hit) else -1
 
     def psize(self, p: int) -> int:
@@ -101,11 +128,11 @@ class CacheState:
 
     def fastest_tier(self, p: int) -> int:
         r = int(self.res[p])
-        if r & 1:
+        if r & IN_HBM:
             return HBM
-        if r & 2:
+        if r & IN_DRAM:
             return DRAM
-        if r & 4:
+        if r & IN_SSD:
             return SSD
         return NO_TIER
 
@@ -183,13 +210,13 @@ class CacheState:
         was = int(self.res[p])
         self.res[p] = was | BIT[t]
         self.used[t] += int(self.size[p])
-        if not p & 1:
-            anc = self.ancestors(p >> 1)
+        if not is_state(p):
+            anc = self.ancestors(chunk_of(p))
             self.dcnt[t][anc] += 1
             if was == 0:
                 self.dany[anc] += 1
                 if self.record_events:
-                    self.ev_stored.append(np.asarray([p >> 1]))
+                    self.ev_stored.append(np.asarray([chunk_of(p)]))
         for w in self.lrus[t]:
             w.note_enter(p)
         for li in self.listeners:
@@ -206,15 +233,15 @@ class CacheState:
         self.used[t] -= int(self.size[p])
         for li in self.listeners:
             li.on_leave(t, p)
-        if not p & 1:
-            c = p >> 1
+        if not is_state(p):
+            c = chunk_of(p)
             anc = self.ancestors(c)
             self.dcnt[t][anc] -= 1
             if now == 0:
                 self.dany[anc] -= 1
                 if self.record_events:
                     self.ev_removed.append(np.asarray([c]))
-                q = p | 1
+                q = twin_state(p)
                 sr = int(self.res[q])
                 if sr:
                     for tt in (HBM, DRAM, SSD):
@@ -253,23 +280,23 @@ class CacheState:
                     if m is not None:
                         y = m
                         break
-                if y < 0 or res[2 * y] & bit or dc[y] != 0:
+                if y < 0 or res[fa_of(y)] & bit or dc[y] != 0:
                     break
                 seen.append(y)
                 if len(seen) == 8:
                     # a long climb (deep chains outside t): the rest at once, vectorised
                     up = self.ancestors(y)                    # root .. y's parent
-                    stop = np.flatnonzero(((res[2 * up] & bit) != 0) | (dc[up] != 0))
+                    stop = np.flatnonzero(((res[fa_of(up)] & bit) != 0) | (dc[up] != 0))
                     y = int(up[stop[-1]]) if len(stop) else -1
                     break
                 y = int(parent[y])
             if memo is not None:
                 for x in seen:
                     memo[x] = y
-            if y >= 0 and res[2 * y] & bit and dc[y] == 0:
+            if y >= 0 and res[fa_of(y)] & bit and dc[y] == 0:
                 for li in self.listeners:
                     li.on_leaf(t, y)
-        if gone and self.dany[par] == 0 and self.res[2 * par]:
+        if gone and self.dany[par] == 0 and self.res[fa_of(par)]:
             for li in self.listeners:
                 li.on_global_leaf(par)
 
@@ -291,9 +318,9 @@ class CacheState:
             for p, _ in removed:
                 for li in self.listeners:
                     li.on_leave(t, p)
-        fa_mask = (arr & 1) == 0
+        fa_mask = is_state(arr) == 0
         if fa_mask.any():
-            cs = arr[fa_mask] >> 1
+            cs = chunk_of(arr[fa_mask])
             self._dec_ancestors(self.dcnt[t], cs)
             lostm = now[fa_mask] == 0
             lost = cs[lostm]
@@ -302,7 +329,7 @@ class CacheState:
                 if self.record_events:
                     self.ev_removed.append(lost.copy())
             if len(lost):
-                qs = 2 * lost + 1
+                qs = state_of(lost)
                 sr = self.res[qs]
                 qs = qs[sr != 0]
                 for q in qs.tolist():
@@ -328,9 +355,9 @@ class CacheState:
         was = self.res[arr]
         self.res[arr] = was | BIT[t]
         self.used[t] += int(self.size[arr].sum())
-        fa = (arr & 1) == 0
+        fa = is_state(arr) == 0
         if fa.any():
-            cs = arr[fa] >> 1
+            cs = chunk_of(arr[fa])
             self._dec_ancestors(self.dcnt[t], cs, -1)
             born = cs[was[fa] == 0]
             if len(born):
@@ -384,7 +411,7 @@ class CacheState:
         if not mask.any():
             return
         idx = path[mask]
-        fa = 2 * idx
+        fa = fa_of(idx)
         was = self.res[fa]
         self.res[fa] = was | BIT[t]
         self.used[t] += self.fa_bytes * len(idx)
@@ -456,17 +483,6 @@ class CacheState:
         for c in np.flatnonzero(resident):
             exp[self.ancestors(int(c))] += 1
         assert np.array_equal(exp, self.dany), "dany inconsistent"
-
-
-def _sub_counts(arr: np.ndarray, parts: list[np.ndarray]) -> None:
-    if len(parts) == 1:
-        arr[parts[0]] -= 1
-        return
-    allp = np.concatenate(parts)
-    if not len(allp):
-        return
-    u, cnt = np.unique(allp, return_counts=True)
-    arr[u] -= cnt.astype(arr.dtype)
 
 
 def _strict_suffix_count(mask: np.ndarray) -> np.ndarray:

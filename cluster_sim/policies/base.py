@@ -45,16 +45,16 @@ from typing import Any
 
 import numpy as np
 
-from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, CacheState, TierLRU
-from ..config import parse_number
+from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, CacheState, TierLRU, chunk_of, fa_of, is_state
 from ..errors import ConfigError
+from ..units import parse_number
 
 __all__ = ["Policy", "RequestMeta", "NodeContext", "lru_select", "register", "make_policy", "known_policies",
            "DROP", "DEMOTE", "HBM", "DRAM", "SSD"]
 
 
 def num_param(name: str, value, **limits):
-    """Validate the numeric parameter ``policy.<name>``: :func:`cluster_sim.config.parse_number`
+    """Validate the numeric parameter ``policy.<name>``: :func:`cluster_sim.units.parse_number`
     with the same limits (``lo``, ``hi``, ``integer``, ``allow_none``, ``lo_open``, ``allow_inf``)."""
     return parse_number(f"policy.{name}", value, **limits)
 
@@ -115,6 +115,14 @@ class FutureStream:
 
 
 class Policy:
+    """The contract every cache manager implements (module docstring; simulation-model §7).
+
+    Units everywhere: times ``now`` in seconds of trace time (after ``workload.time_scale``),
+    sizes in bytes, tiers as ``HBM``/``DRAM``/``SSD`` (0/1/2), payloads as handles (``2c`` =
+    chunk ``c``'s FA, ``2c + 1`` its STATE). A policy reads ``self.st`` (the node's
+    :class:`~cluster_sim.cache.CacheState`) and never writes it.
+    """
+
     name = "base"
     wants_residency_events = False
     leaf_event_tiers = (0, 1, 2)     # tiers (HBM, DRAM, SSD) whose on_leaf events the policy uses
@@ -127,26 +135,39 @@ class Policy:
                               f"unknown parameter for policy {self.name!r}")
 
     def bind(self, ctx: NodeContext) -> None:
+        """Attach to one node before its first request: ``ctx.state`` is the node's cache
+        state, ``ctx`` also carries the model, hardware and (for hindsight policies) the future."""
         self.ctx = ctx
         self.st = ctx.state
 
     def on_access(self, payloads: np.ndarray, now: float, meta: RequestMeta) -> None:
-        pass
+        """Once per request, after the match and the touches: ``payloads`` (int64 handles) are
+        the FA payloads of ``c_1..c_m``, root first, then the hit STATE if any; ``meta`` carries
+        the request's fields and its match (``hit_chunks`` = h, ``resident_chunks`` = r)."""
 
     def on_insert(self, payloads: np.ndarray, now: float) -> None:
-        pass
+        """The payloads this request created (new FA chunks and STATE checkpoints, int64
+        handles), once they are resident in the entry tier."""
 
     def admit_on_insert(self, payload: int, now: float) -> bool:
+        """Write-through admission: True writes the just-created ``payload`` to the SSD now.
+        Asked only when ``uses_admit_on_insert`` is set; the default admits nothing."""
         return False
 
     def select_victims(self, tier: int, bytes_needed: int, now: float) -> list[tuple[int, int]]:
+        """Victims ``[(payload, DROP | DEMOTE), ...]`` in ``tier`` (DRAM or SSD) freeing at least
+        ``bytes_needed`` bytes. Atomic: ``[]`` and no change when that cannot be freed (then
+        ``st.shortfall`` may say by how many bytes). Never a pinned payload; FA leaf-first within
+        the tier; a dropped last copy only without resident descendants (use :func:`lru_select`
+        or :class:`Tentative`). ``DEMOTE`` from DRAM writes to the SSD unless a valid copy is
+        there; from the SSD it is ``DROP``."""
         raise NotImplementedError
 
     def on_enter(self, tier: int, p: int) -> None:
-        pass
+        """Payload ``p`` became resident in ``tier`` (only with ``wants_residency_events``)."""
 
     def on_leave(self, tier: int, p: int) -> None:
-        pass
+        """Payload ``p`` left ``tier`` (only with ``wants_residency_events``)."""
 
     def on_leaf(self, tier: int, c: int) -> None:
         """Chunk ``c``'s FA copy in ``tier`` has just become a leaf there (no descendant FA left
@@ -156,9 +177,10 @@ class Policy:
         """Chunk ``c`` has just lost its last resident descendant: its last copy may now be dropped."""
 
     def tick(self, now: float) -> None:
-        pass
+        """Before each request, at its arrival time ``now`` (s): periodic work such as decay."""
 
     def counters(self) -> dict[str, float]:
+        """Policy-specific totals, reported as ``policy.<name>.<key>`` (summed over nodes)."""
         return {}
 
 
@@ -204,8 +226,8 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
             continue
         a = act_of(p) if act_of is not None else action
         dropping = dropping_all or a == DROP
-        if not p & 1:
-            c = p >> 1
+        if not is_state(p):
+            c = chunk_of(p)
             d = int(dcnt[c])
             if d and d != cred.get(c, 0):
                 skipped.append(e)
@@ -222,7 +244,7 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
             par = int(parent[c])
             if par >= 0:
                 # credit the nearest ancestor in the tier with this chunk's whole tier-subtree
-                y = par if res[2 * par] & bit else st.nearest_in_tier(c, bit)
+                y = par if res[fa_of(par)] & bit else st.nearest_in_tier(c, bit)
                 if y >= 0:
                     cred[y] = cred.get(y, 0) + 1 + d
                 if drop_last:
@@ -292,7 +314,7 @@ class Tentative:
         while x >= 0:
             v = cred.get(x, 0) + k
             cred[x] = v
-            if res[2 * x] & bit:
+            if res[fa_of(x)] & bit:
                 return x
             if v != dcnt[x]:
                 return -1

@@ -87,6 +87,7 @@ import math
 
 import numpy as np
 
+from ..cache.hybrid import checkpoint_positions
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD
 from ..errors import ConfigError
@@ -736,8 +737,6 @@ class SingleTierMarconi:
     """
 
     def __init__(self, st, model, chunk_tokens: int, capacity: int, requests, *, bug: bool = False):
-        from ..node import checkpoint_positions   # local import: node imports the policy base
-
         self.cp = checkpoint_positions
         self.model = model
         self.ct = int(chunk_tokens)

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cache.hybrid import unbounded_resume_prefix
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT
 from ..errors import ConfigError
@@ -103,8 +104,6 @@ def next_use_tables(offsets: np.ndarray, flat: np.ndarray, n_chunks: int, model,
     using that FA; ``st_use[j]`` = the chunk whose STATE request ``j`` uses (-1: none),
     ``nxt_st_req[j]`` its next use after ``j``, ``first_st[c]`` the first; ``hinf[j]`` the
     request's resume prefix length with unbounded tiers."""
-    from ..node import unbounded_resume_prefix
-
     N = len(offsets) - 1
     INF = N
     lens = np.diff(offsets)

@@ -43,8 +43,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cluster_sim.errors import TraceError
+from cluster_sim.trace.files import source_sha256
 
-__all__ = ["cache_dir", "source_sha256", "cache_key", "cache_path", "cached_table", "READER_VERSIONS", "ENV_VAR"]
+__all__ = ["cache_dir", "cache_key", "cache_path", "cached_table", "READER_VERSIONS", "ENV_VAR"]
 
 ENV_VAR = "CLUSTER_SIM_CACHE"
 READER_VERSIONS = {"claude_code": 2, "mooncake": 1}   # claude_code 2: request-level signals
@@ -56,28 +57,6 @@ def cache_dir() -> Path:
     """``$CLUSTER_SIM_CACHE/traces`` (default ``~/.cache/cluster_sim/traces``)."""
     root = os.environ.get(ENV_VAR) or str(Path("~/.cache/cluster_sim").expanduser())
     return Path(root).expanduser() / "traces"
-
-
-def _file_sha(path: Path, h=None):
-    h = h or hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h
-
-
-def source_sha256(path: str | Path) -> str:
-    """sha256 of a file's bytes; for a directory, of its session files' names and bytes (sorted)."""
-    p = Path(path)
-    if not p.is_dir():
-        return _file_sha(p).hexdigest()
-    from cluster_sim.trace.claude_code import session_files
-
-    h = hashlib.sha256(b"cluster_sim directory v1\0")
-    for f in session_files(p):
-        h.update(f.name.encode() + b"\0" + str(f.stat().st_size).encode() + b"\0")
-        _file_sha(f, h)
-    return h.hexdigest()
 
 
 def cache_key(fmt: str, source: str | Path, options: dict, sha: str | None = None) -> dict:

@@ -13,7 +13,18 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..errors import TraceError
+from ..errors import ConfigError, TraceError
+
+
+def resolve_chunk_tokens(chunk_tokens, block_tokens: int) -> int:
+    """``auto`` = the smallest multiple of block_tokens that is >= 256 (simulation-model §2)."""
+    if chunk_tokens == "auto":
+        return block_tokens * max(1, -(-256 // block_tokens))
+    ct = int(chunk_tokens)
+    if ct % block_tokens != 0:
+        raise ConfigError("cache.chunk_tokens",
+                          f"{ct} is not a whole multiple of the trace's block size ({block_tokens} tokens)")
+    return ct
 
 
 @dataclass
@@ -113,7 +124,6 @@ def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, so
 
     bt = _bt(table)
     if chunk_tokens % bt:
-        from ..errors import ConfigError
         raise ConfigError("cache.chunk_tokens",
                           f"{chunk_tokens} is not a whole multiple of the trace's block size ({bt} tokens)")
     g = chunk_tokens // bt

@@ -95,6 +95,7 @@ import pyarrow as pa
 
 from cluster_sim.errors import ConfigError, TraceError
 from cluster_sim.trace._json import loads as _json_loads
+from cluster_sim.trace.files import session_files
 from cluster_sim.trace.schema import MAX_ARRIVAL_S, build_table, validate_table
 
 __all__ = [
@@ -104,7 +105,6 @@ __all__ = [
     "namespace_local_ids",
     "SCOPES",
     "CATEGORIES",
-    "session_files",
     "validate_table_unplaced",
 ]
 
@@ -438,12 +438,6 @@ def _jsonl_sessions(p: Path, spath: str) -> Iterator[tuple[object, str, int, boo
 
 def _loads(raw: bytes, spath: str, lineno: int, *, multiline: bool = False):
     return _json_loads(raw, spath, lineno, multiline=multiline)
-
-
-def session_files(directory: Path) -> list[Path]:
-    """The session files of a directory, in sorted name order: ``*.json`` and ``*.json.gz``."""
-    return sorted(f for f in directory.iterdir()
-                  if f.is_file() and (f.name.endswith(".json") or f.name.endswith(".json.gz")))
 
 
 def _dir_sessions(d: Path) -> Iterator[tuple[object, str, int, bool]]:

@@ -6,14 +6,13 @@ arrival), ``limit_requests`` (the first N in arrival order).
 """
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, TraceError
 
+from .files import resolve_trace_path
 from .schema import MAX_ARRIVAL_S
 
 READERS = ("synthetic", "mooncake", "claude_code", "azure", "parquet")
@@ -96,40 +95,6 @@ def read_workload(wl, seed: int) -> pa.Table:
     raise ConfigError("workload.format", f"format {fmt!r} is not supported yet; supported: {', '.join(READERS)}")
 
 
-def resolve_path(p, key: str) -> Path:
-    """Like :func:`resolve_trace_path` for any path-valued key (the error names ``key``)."""
-    path = Path(str(p)).expanduser()
-    if path.exists():
-        return path
-    if not path.is_absolute():
-        alt = project_root() / path
-        if alt.exists():
-            return alt
-    raise ConfigError(key, f"file not found: {p}")
-
-
-def project_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
-def resolve_trace_path(p: str) -> Path:
-    """A relative path resolves against the current directory; if nothing is there, against
-    the project root (so the bundled ``traces/default.parquet`` is found from anywhere).
-
-    The path must be a regular file or a directory: a trace is read more than once (its
-    checksum, the converted-trace cache, the reader), which a pipe (``<(zcat ...)``), a FIFO
-    or a device cannot give."""
-    path = Path(p).expanduser()
-    if not path.exists() and not path.is_absolute() and (project_root() / path).exists():
-        path = project_root() / path
-    if not path.exists():
-        raise ConfigError("workload.path", f"trace file not found: {p}")
-    if not (path.is_file() or path.is_dir()):
-        raise ConfigError("workload.path", f"{p} is not a regular file (a pipe, FIFO or device?); the trace is "
-                                           "read more than once, so give a file (gzip is read directly)")
-    return path
-
-
 def apply_filters(table: pa.Table, wl) -> pa.Table:
     arr = np.asarray(table.column("arrival_s").to_numpy(zero_copy_only=False), dtype=np.float64)
     if len(arr) and wl.time_scale != 1.0:
@@ -160,15 +125,3 @@ def load_workload(wl, seed: int) -> pa.Table:
     if table.num_rows == 0:
         raise TraceError(wl.path or "<synthetic>", "no requests left after workload.until_s / limit_requests")
     return chain_table(table, getattr(wl, "rechain", "auto"), wl.path or "<synthetic>")
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file's bytes (for a directory of session files: :func:`.cache.source_sha256`)."""
-    if Path(path).is_dir():
-        from .cache import source_sha256
-        return source_sha256(path)
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

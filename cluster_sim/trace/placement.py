@@ -37,13 +37,14 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from cluster_sim.errors import ConfigError
+from cluster_sim.trace.files import resolve_path, source_sha256
 
 __all__ = [
     "PLACEMENTS",
@@ -201,12 +202,11 @@ def session_starts(table: pa.Table, placement: Placement) -> tuple[np.ndarray, d
         record.update(session_rate_per_s=placement.session_rate_per_s, seed=placement.seed)
     elif placement.kind == "arrivals":
         from cluster_sim.trace.azure import read_azure_arrivals
-        from cluster_sim.trace.load import file_sha256, resolve_path
 
         path = resolve_path(placement.arrivals, "workload.arrivals")
         arr, _ctx, _gen = read_azure_arrivals(path)
         starts = arrival_starts(n, arr, str(path))
-        record.update(arrivals=str(path), arrivals_sha256=file_sha256(path), arrivals_available=int(len(arr)))
+        record.update(arrivals=str(path), arrivals_sha256=source_sha256(path), arrivals_available=int(len(arr)))
     elif placement.kind == "lanes":
         starts, _lane = lane_starts(session_durations(table), placement.lanes, placement.lane_gap_s)
         record.update(lanes=placement.lanes, lane_gap_s=placement.lane_gap_s)
@@ -234,7 +234,3 @@ def place_sessions(table: pa.Table, placement: Placement) -> pa.Table:
     meta = dict(table.schema.metadata or {})
     meta[b"placement"] = json.dumps(record, sort_keys=True).encode()
     return table.replace_schema_metadata(meta)
-
-
-def placement_dict(p: Placement) -> dict:
-    return asdict(p)

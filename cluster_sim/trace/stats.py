@@ -113,8 +113,6 @@ def _resolve_model(model):
 
 
 def _resolve_chunk_tokens(chunk_tokens, bt: int) -> int:
-    from cluster_sim.config import resolve_chunk_tokens
-
     if isinstance(chunk_tokens, str) and chunk_tokens != "auto":
         try:
             chunk_tokens = int(chunk_tokens)
@@ -124,6 +122,8 @@ def _resolve_chunk_tokens(chunk_tokens, bt: int) -> int:
         if isinstance(chunk_tokens, bool) or int(chunk_tokens) != chunk_tokens or int(chunk_tokens) <= 0:
             raise ConfigError("cache.chunk_tokens", f"must be a positive integer or 'auto', got {chunk_tokens!r}")
         chunk_tokens = int(chunk_tokens)
+    from cluster_sim.trace.chunks import resolve_chunk_tokens
+
     return resolve_chunk_tokens(chunk_tokens, bt)
 
 

@@ -1,4 +1,5 @@
-"""Baselines B: ``marconi`` (policies.md §5), ``workload_aware`` (§6) and ``oracle`` (§9.6).
+"""Score-ordered evictions and the hindsight oracles: ``marconi`` (policies.md §5),
+``workload_aware`` (§6), ``oracle`` (§9.6) and ``oracle_admission``.
 
 Scripted scenarios with hand-derived outcomes, each with a positive side (something
 is evicted, written or tuned) so that a policy that does nothing cannot pass; the
