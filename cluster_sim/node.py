@@ -23,6 +23,8 @@ Data movement (§4), in the order the node applies it:
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .cache.hybrid import checkpoint_positions, unbounded_resume_prefix
@@ -33,6 +35,19 @@ from .metrics import NodeStats
 from .policies.base import NodeContext, Policy, RequestMeta, lru_select
 
 _TIER_KEYS = ("hbm", "dram", "ssd")
+
+
+class _Served(NamedTuple):
+    """What serving one request took (step 2): reused FA per tier, the tier of the reused
+    STATE, the recompute (FLOPs, tokens) and the times (s)."""
+    n_hbm: int
+    n_dram: int
+    n_ssd: int
+    q_tier: int
+    rec_flops: float
+    rec_tokens: int
+    latency: float
+    ttft: float
 
 
 class NodeSim:
@@ -83,7 +98,10 @@ class NodeSim:
                 session_id: int = -1, category: str | None = None, turn: int = 0,
                 output_tokens: int = 0, stop_reason: int = 0, think_time_s: float = float("nan"),
                 api_time_s: float = float("nan"), agent: int = -1) -> dict:
-        """Process one request; returns its per-request record."""
+        """Process one request at its arrival time ``now`` (s): the six steps of the module
+        docstring, in order. ``path`` holds the chunk ids ``c_1..c_m``. Returns the request's
+        record: ``h`` (chunks reused), ``r`` (leading chunks resident), ``m``, ``latency`` and
+        ``ttft`` (s)."""
         st = self.st
         self.seq += 1
         st.cur = self.seq
@@ -92,22 +110,46 @@ class NodeSim:
         self.policy.tick(now)
         m = len(path)
         fa = fa_of(path)
-        if m:
-            res_fa = st.res[fa]
-            nz = res_fa != 0
-            r = m if nz.all() else int(np.argmin(nz))
-            if self.has_state and r:
-                w = np.flatnonzero(st.res[twin_state(fa[:r])])
-                h = int(w[-1]) + 1 if len(w) else 0
-            else:
-                h = r
-        else:
-            res_fa = st.res[fa]
-            r = h = 0
-        q = int(fa[h - 1] + 1) if (self.has_state and h) else -1
+        res_fa = st.res[fa]
+        r, h, q = self._match(fa, res_fa)                                     # 1. match
+        served = self._serve(fa, res_fa[:h], q, input_tokens, now)           # 2. serve
+        self._pin_and_touch(fa, r, q)                                         # 3. pins, touches
+        meta = RequestMeta(seq=self.seq, arrival_s=now, session_id=session_id, category=category, turn=turn,
+                           input_tokens=input_tokens, output_tokens=output_tokens, path=path,
+                           hit_chunks=h, resident_chunks=r, stop_reason=stop_reason, think_time_s=think_time_s,
+                           api_time_s=api_time_s, agent=agent)
+        self.policy.on_access(fa if q < 0 else np.append(fa, q), now, meta)
+        if self._admit_queue:
+            self._drain_admissions()
+        if h and self.entry in (HBM, DRAM):                                   # 4. load
+            self._load(path, h, res_fa[:h], q)
+        skipped = self._insert_new(path, fa, h, r, m, now)                    # 5. insert, 6. admission
+        if counted:
+            self._count(served, m, h, input_tokens, skipped, now)
+        return {"h": h, "r": r, "m": m, "latency": served.latency, "ttft": served.ttft}
 
-        # ---- serve: bytes by the fastest tier holding each reused payload
-        hr = res_fa[:h]
+    def _match(self, fa: np.ndarray, res_fa: np.ndarray) -> tuple[int, int, int]:
+        """Step 1: ``r`` = leading chunks with resident FA, ``h`` = the deepest of them with a
+        resident STATE (hybrid) or ``r``, and ``q`` = the STATE handle reused (-1: none)."""
+        m = len(fa)
+        if not m:
+            return 0, 0, -1
+        nz = res_fa != 0
+        r = m if nz.all() else int(np.argmin(nz))
+        if self.has_state and r:
+            w = np.flatnonzero(self.st.res[twin_state(fa[:r])])
+            h = int(w[-1]) + 1 if len(w) else 0
+        else:
+            h = r
+        q = int(twin_state(fa[h - 1])) if (self.has_state and h) else -1
+        return r, h, q
+
+    def _serve(self, fa: np.ndarray, hr: np.ndarray, q: int, input_tokens: int, now: float) -> "_Served":
+        """Step 2: bytes from the fastest tier holding each reused payload (``hr`` = residency
+        bits of the ``h`` reused FA), the recompute of the rest, the load latency and the
+        time to first token behind the node's FCFS prefill queue."""
+        st = self.st
+        h = len(hr)
         in_hbm = (hr & IN_HBM) != 0
         in_dram = ~in_hbm & ((hr & IN_DRAM) != 0)
         in_ssd = ~in_hbm & ~in_dram
@@ -129,20 +171,20 @@ class NodeSim:
         else:
             rec_flops = self.model.prefill_flops(input_tokens - 1, input_tokens) if input_tokens > 0 else 0.0
             rec_tokens = 0
-        rec_time = rec_flops / self.compute_rate
-        latency = dram_b / hw.host_link_bytes_per_s + rec_time
+        latency = dram_b / hw.host_link_bytes_per_s + rec_flops / self.compute_rate
         if ssd_b:
             latency += ssd_b / hw.ssd_read_bytes_per_s + ssd_b / hw.host_link_bytes_per_s + hw.ssd_read_latency_s
-            served = fa[:h][in_ssd]
-            self.ssd_hit[served] = True
+            self.ssd_hit[fa[:h][in_ssd]] = True
             if q_tier == SSD:
                 self.ssd_hit[q] = True
         # FCFS prefill queue: the node is busy for the load latency of each request
         start = max(now, self.busy_until)
         self.busy_until = start + latency
-        ttft = (start - now) + latency
+        return _Served(n_hbm, n_dram, n_ssd, q_tier, rec_flops, rec_tokens, latency, (start - now) + latency)
 
-        # ---- pins and recency
+    def _pin_and_touch(self, fa: np.ndarray, r: int, q: int) -> None:
+        """Step 3: pin the reused payloads, touch ``c_m .. c_1`` (deepest first), then the hit STATE."""
+        st = self.st
         if r:
             # the reused chunks, and also c_{h+1}..c_r (resident, not reused): the request's new
             # payloads go below them, so loads must not drop their last copy (docs/decisions.md 21)
@@ -153,25 +195,17 @@ class NodeSim:
         st.touch(fa[::-1])
         if q >= 0:
             st.touch_one(q)
-        meta = RequestMeta(seq=self.seq, arrival_s=now, session_id=session_id, category=category, turn=turn,
-                           input_tokens=input_tokens, output_tokens=output_tokens, path=path,
-                           hit_chunks=h, resident_chunks=r, stop_reason=stop_reason, think_time_s=think_time_s,
-                           api_time_s=api_time_s, agent=agent)
-        self.policy.on_access(fa if q < 0 else np.append(fa, q), now, meta)
-        if self._admit_queue:
-            self._drain_admissions()
 
-        # ---- load reused payloads into the entry tier
-        if h and self.entry in (HBM, DRAM):
-            self._load(path, h, hr, q)
-
-        # ---- insert new FA and STATE checkpoints
+    def _insert_new(self, path: np.ndarray, fa: np.ndarray, h: int, r: int, m: int, now: float) -> int:
+        """Steps 5 and 6: new FA chunks and STATE checkpoints into the entry tier (overflow
+        cascading down), then write-through admission. Returns the bytes not cached."""
+        st = self.st
         skipped = 0
         created: list[int] = []
         if self.entry != NO_TIER and m:
             skipped, created = self._insert(path, fa, h, r, m)
         elif m:
-            skipped = (m - r) * fab
+            skipped = (m - r) * st.fa_bytes
             if self.has_state:
                 skipped += sum(int(st.size[twin_state(fa[k - 1])]) for k in checkpoint_positions(self.mode, h, r, m))
         if created:
@@ -182,29 +216,29 @@ class NodeSim:
             for p in created:
                 if st.res[p] and not st.res[p] & IN_SSD and st.cap[SSD] > 0 and self.policy.admit_on_insert(p, now):
                     self._write_ssd(p)
+        return skipped
 
-        # ---- stats
+    def _count(self, sv: "_Served", m: int, h: int, input_tokens: int, skipped: int, now: float) -> None:
+        """The request's share of the node's statistics (counted requests only)."""
         s = self.stats
-        if counted:
-            s.requests += 1
-            s.chunks_requested += m
-            s.chunk_misses += m - h
-            s.prompt_tokens += input_tokens
-            s.recomputed_tokens += rec_tokens
-            if rec_tokens:
-                s.recompute_gpu_seconds += rec_flops / self.compute_rate * hw.gpus_per_node
-            hits = s.hits
-            hits["hits_hbm_fa"] += n_hbm
-            hits["hits_dram_fa"] += n_dram
-            hits["hits_ssd_fa"] += n_ssd
-            if q_tier != NO_TIER:
-                hits[f"hits_{_TIER_KEYS[q_tier]}_state"] += 1
-            s.insert_skipped_bytes += skipped
-            s.first_arrival_s = min(s.first_arrival_s, now)
-            s.last_arrival_s = max(s.last_arrival_s, now)
-            s.load_latency.append(latency)
-            s.ttft.append(ttft)
-        return {"h": h, "r": r, "m": m, "latency": latency, "ttft": ttft}
+        s.requests += 1
+        s.chunks_requested += m
+        s.chunk_misses += m - h
+        s.prompt_tokens += input_tokens
+        s.recomputed_tokens += sv.rec_tokens
+        if sv.rec_tokens:
+            s.recompute_gpu_seconds += sv.rec_flops / self.compute_rate * self.hw.gpus_per_node
+        hits = s.hits
+        hits["hits_hbm_fa"] += sv.n_hbm
+        hits["hits_dram_fa"] += sv.n_dram
+        hits["hits_ssd_fa"] += sv.n_ssd
+        if sv.q_tier != NO_TIER:
+            hits[f"hits_{_TIER_KEYS[sv.q_tier]}_state"] += 1
+        s.insert_skipped_bytes += skipped
+        s.first_arrival_s = min(s.first_arrival_s, now)
+        s.last_arrival_s = max(s.last_arrival_s, now)
+        s.load_latency.append(sv.latency)
+        s.ttft.append(sv.ttft)
 
     # ------------------------------------------------------------------
     def _load(self, path, h, hr, q):
