@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, CacheState, TierLRU, chunk_of, fa_of, is_state
+from ..cache.state import BIT, CacheState, DEMOTE, DRAM, DROP, HBM, SSD, TierLRU, chunk_of, fa_of, is_state
 from ..errors import ConfigError
 from ..units import parse_number
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cache.state import IN_SSD, chunk_of, fa_of, is_state
 from ..errors import ConfigError
 from ..units import parse_bytes, parse_rate
 from .base import DRAM, SSD, Policy, num_param
@@ -156,13 +157,13 @@ class DynamicRandomPolicy(Policy):
     def commitment(self, p: int) -> int:
         """Payloads written if ``p`` is admitted: ``p`` and, for an FA chunk, its ancestors with
         neither an SSD copy nor a descendant on the SSD (a deepest run of the ancestor path)."""
-        if p & 1:
+        if is_state(p):
             return 1
         st = self.st
-        anc = st.ancestors(p >> 1)
+        anc = st.ancestors(chunk_of(p))
         if not len(anc):
             return 1
-        done = np.flatnonzero((st.res[2 * anc] & 4) | (st.dcnt[SSD][anc] > 0))
+        done = np.flatnonzero((st.res[fa_of(anc)] & IN_SSD) | (st.dcnt[SSD][anc] > 0))
         return 1 + len(anc) - (int(done[-1]) + 1 if len(done) else 0)
 
     def _admit(self, p: int) -> bool:
@@ -200,7 +201,7 @@ class DynamicRandomPolicy(Policy):
                     self.n_rejected += 1
                     self.rejected_bytes += s
             for p, a in out:
-                if a and not res[p] & 4:
+                if a and not res[p] & IN_SSD:
                     self.written += int(size[p])
         return out
 

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cache.state import IN_DRAM, IN_SSD, chunk_of, fa_of, is_state, state_of
 from ..cache.lazyheap import LazyHeap
 from ..errors import ConfigError
 from .base import DEMOTE, DRAM, DROP, SSD, Policy, Tentative, lru_select, num_param
@@ -210,13 +211,13 @@ class GandalfPolicy(Policy):
         if self.reuse == "population":
             self._population(path, now)
         if self._jit is not None:
-            ps = 2 * path
+            ps = fa_of(path)
             seen = self._tf_a[ps] == self._tf_a[ps]
             self._hits_a[ps[seen]] += 1
             self._tf_a[ps[~seen]] = now
             self._tl_a[ps] = now
         for c in path.tolist():
-            p = 2 * c
+            p = fa_of(c)
             if tf[p] == tf[p]:
                 hits[p] += 1                     # a later request demanded it (policy-independent)
             else:
@@ -229,10 +230,10 @@ class GandalfPolicy(Policy):
             if self.objective == "chunks":
                 self._crc_sum += self._crc_true_cum[m]
                 self._crc_n += m
-            self._rekey(self.est.access(path, 2 * int(path[w[-1]]) + 1 if len(w) else -1, now, meta))
+            self._rekey(self.est.access(path, state_of(int(path[w[-1]])) if len(w) else -1, now, meta))
         if len(w):
             c = int(path[w[-1]])
-            q = 2 * c + 1
+            q = state_of(c)
             k = int(self.state_demands[c])
             self.state_demands[c] = k + 1
             if k == 0:
@@ -252,7 +253,7 @@ class GandalfPolicy(Policy):
         tf, tl, hits = self.t_first, self.t_last, self.hits
         refs, reuses = self._refs, self._reuses
         for c in path.tolist():
-            p = 2 * c
+            p = fa_of(c)
             seen = tf[p] == tf[p]
             b = min(hits[p] + 1, _BUCKETS) if seen else 0
             if seen and now - tl[p] <= H:
@@ -282,9 +283,9 @@ class GandalfPolicy(Policy):
         return (self.hits[p] + self.r0T0) / (tl - self.t_first[p] + self.T0) * self.H
 
     def on_insert(self, payloads, now) -> None:
-        states = payloads[(payloads & 1) == 1]
+        states = payloads[is_state(payloads) == 1]
         if len(states):
-            cs = states >> 1
+            cs = chunk_of(states)
             new = ~self.ckpt_ever[cs]
             self.n_ckpt += int(new.sum())
             self.ckpt_ever[cs] = True
@@ -310,12 +311,12 @@ class GandalfPolicy(Policy):
                 self.ssd_heap.push(p, self._ssd_key(p, self.now), tie=p)
             return
         if self.placement == "strict":
-            if tier == DRAM and not p & 1 and self.has_ssd and not st.res[p] & 4:
+            if tier == DRAM and not is_state(p) and self.has_ssd and not st.res[p] & IN_SSD:
                 self.ctx.request_ssd_admission(p)
             return
-        if tier == DRAM and (p & 1 or st.dcnt[DRAM][p >> 1] == 0):
+        if tier == DRAM and (is_state(p) or st.dcnt[DRAM][chunk_of(p)] == 0):
             self._push_cand(p)            # an FA chunk with DRAM descendants waits for its leaf event
-        if st.res[p] & 4 and p not in self.ssd_heap:
+        if st.res[p] & IN_SSD and p not in self.ssd_heap:
             # its SSD copy is no longer the last one: evictable again
             self.ssd_heap.push(p, self._ssd_key(p, self.now), tie=p)
 
@@ -391,8 +392,8 @@ class GandalfPolicy(Policy):
     def on_leaf(self, tier, c) -> None:
         if self.placement == "strict":
             return
-        p = 2 * c
-        if tier == DRAM and self.st.res[p] & 2 and p not in self.cand:
+        p = fa_of(c)
+        if tier == DRAM and self.st.res[p] & IN_DRAM and p not in self.cand:
             # an entry already there (pushed when a selection opened it up) keeps its key: keys
             # are lower bounds that only rise, re-scored at pop
             self._push_cand(p)
@@ -400,11 +401,11 @@ class GandalfPolicy(Policy):
     def on_global_leaf(self, c) -> None:
         if self.placement == "strict":
             return
-        p = 2 * c
+        p = fa_of(c)
         r = self.st.res[p]
-        if r & 2 and p not in self.cand and self.st.dcnt[DRAM][c] == 0:
+        if r & IN_DRAM and p not in self.cand and self.st.dcnt[DRAM][c] == 0:
             self._push_cand(p)
-        if r & 4 and p not in self.ssd_heap:
+        if r & IN_SSD and p not in self.ssd_heap:
             self.ssd_heap.push(p, self._ssd_key(p, self.now), tie=p)
 
     # ------------------------------------------------------------------ estimates
@@ -421,9 +422,9 @@ class GandalfPolicy(Policy):
         if tl != tl:
             tl = now
         decay = math.exp(-(now - tl) / self.ftau)
-        if not p & 1:
+        if not is_state(p):
             return self._fa_e0(p, self.t_last[p]) * decay
-        c = p >> 1
+        c = chunk_of(p)
         k = int(self.state_demands[c])
         if k == 0:
             prior = (self.n_demanded + 1.0) / (self.n_ckpt + 2.0)
@@ -437,13 +438,13 @@ class GandalfPolicy(Policy):
     def c_rc(self, p: int) -> float:
         """Recompute cost in node-seconds of losing payload ``p`` (STATE: back to the deepest ancestor state)."""
         st = self.st
-        c = p >> 1
+        c = chunk_of(p)
         d = self.dep[c]
-        if not p & 1:
+        if not is_state(p):
             return self.crc[d]
         anc = st.ancestors(c)
         if len(anc):
-            w = np.flatnonzero(st.res[2 * anc + 1])
+            w = np.flatnonzero(st.res[state_of(anc)])
             dm = int(w[-1]) + 1 if len(w) else 0
         else:
             dm = 0
@@ -457,7 +458,7 @@ class GandalfPolicy(Policy):
 
     def _fee(self, p: int, now: float) -> float:
         """α·W(p): zero with a valid SSD copy (inclusive tiering); α = ∞ means 'never pay'."""
-        if self.st.res[p] & 4:
+        if self.st.res[p] & IN_SSD:
             return 0.0
         if self.alpha == _INF:
             return _INF
@@ -491,8 +492,8 @@ class GandalfPolicy(Policy):
         re-scored at peek, so they use the same form at the current time."""
         sz = self.sz[p]
         tl = self.t_last[p]
-        if not p & 1:
-            v = self._fa_e0(p, tl) * self.g * self.crc[self.dep[p >> 1]] / sz
+        if not is_state(p):
+            v = self._fa_e0(p, tl) * self.g * self.crc[self.dep[chunk_of(p)]] / sz
             if tl != tl:
                 tl = self.now
             return (math.log(v) if v > 0 else -1e300) + tl / self.ftau
@@ -520,7 +521,7 @@ class GandalfPolicy(Policy):
 
     def _move_key(self, p: int, now: float) -> float:
         sz = self.sz[p]
-        if self.st.res[p] & 4:
+        if self.st.res[p] & IN_SSD:
             fee = 0.0
         elif self.alpha == _INF:
             return _INF
@@ -528,7 +529,7 @@ class GandalfPolicy(Policy):
             fee = self.fee_per_byte * sz
         else:
             fee = self._fee(p, now)
-        if p & 1:
+        if is_state(p):
             e = self.e_hits(p, now)
         else:                                 # FA: e_hits inlined (hot path)
             tl = self.t_last[p]
@@ -574,7 +575,7 @@ class GandalfPolicy(Policy):
         self.now = now
         if self.placement == "strict":
             if tier == DRAM:
-                act = (lambda p: DROP if p & 1 else (DEMOTE if self.has_ssd else DROP))
+                act = (lambda p: DROP if is_state(p) else (DEMOTE if self.has_ssd else DROP))
                 out = lru_select(self.st, self.walk_dram, DRAM, bytes_needed, act)
             else:
                 out = lru_select(self.st, self.walk_ssd, SSD, bytes_needed, DROP)
@@ -595,10 +596,10 @@ class GandalfPolicy(Policy):
         if tier == SSD:
             self.c["ssd_evictions"] += 1
             return
-        kind = "state" if p & 1 else "fa"
+        kind = "state" if is_state(p) else "fa"
         if a == DEMOTE:
             self.c[f"moves_{kind}"] += 1
-            if self.st.res[p] & 4:
+            if self.st.res[p] & IN_SSD:
                 self.c["moves_free"] += 1
         else:
             self.c[f"drops_{kind}"] += 1
@@ -616,9 +617,9 @@ class GandalfPolicy(Policy):
             """Record payload ``p`` as chosen; returns ``(y, par)``: the ancestor in this tier
             whose credit changed and the parent (−1 if none)."""
             self.chosen.add(p)
-            if p & 1:
+            if is_state(p):
                 return -1, -1
-            c = p >> 1
+            c = chunk_of(p)
             par = int(self.st.parent[c])
             if par < 0:
                 return -1, -1
@@ -627,14 +628,14 @@ class GandalfPolicy(Policy):
     def _drop_ok(self, p, tent):
         """True, "later" (blocked only by this selection), or False (not in the DropSet now)."""
         st = self.st
-        if p & 1:
+        if is_state(p):
             return True
-        c = p >> 1
+        c = chunk_of(p)
         d = int(st.dcnt[DRAM][c])
         cr = tent.cred.get(c, 0)
         if d and d != cr:
             return "later" if cr else False
-        if st.res[p] == 2:                     # last copy: prefix closure
+        if st.res[p] == IN_DRAM:                     # last copy: prefix closure
             da = int(st.dany[c])
             ca = tent.cred_any.get(c, 0)
             if da and da != ca:
@@ -643,15 +644,15 @@ class GandalfPolicy(Policy):
 
     def _move_ok(self, p, tent):
         st = self.st
-        if p & 1:
+        if is_state(p):
             return True                       # capacity_aware: states may borrow the SSD
-        c = p >> 1
+        c = chunk_of(p)
         d = int(st.dcnt[DRAM][c])
         if d and d != tent.cred.get(c, 0):
             return "later" if tent.cred.get(c) else False
         if self.moveset == "root_side":
             par = int(st.parent[c])
-            if par >= 0 and not st.res[2 * par] & 4:
+            if par >= 0 and not st.res[fa_of(par)] & IN_SSD:
                 return "later"
         return True
 
@@ -660,8 +661,8 @@ class GandalfPolicy(Policy):
         candidate (it left the heap, or never was in it, while it had DRAM descendants).
         Returns the key pushed, or None."""
         st = self.st
-        q = 2 * y
-        if q in self.cand or not st.res[q] & 2 or st.pin[q] == st.cur or q in tent.chosen \
+        q = fa_of(y)
+        if q in self.cand or not st.res[q] & IN_DRAM or st.pin[q] == st.cur or q in tent.chosen \
                 or not tent.is_leaf(y):
             return None
         k = self._cand_key(q, self.now)
@@ -695,7 +696,7 @@ class GandalfPolicy(Policy):
             if e is None:
                 break
             key, _, p = e
-            if not res[p] & 2:
+            if not res[p] & IN_DRAM:
                 continue
             if pin[p] == cur or p in tent.chosen:
                 aside.append((key, p))
@@ -728,7 +729,7 @@ class GandalfPolicy(Policy):
                     aside.append((key, p))
                 continue                       # neither action possible now (α = ∞, no copy; no drop)
             if free_move or (jm is not None and jm < jd):
-                if not res[p] & 4:
+                if not res[p] & IN_SSD:
                     ssd_free -= int(sz)
                     pool.consume(plan[2])
                     ssd_free += plan[2]
@@ -737,7 +738,7 @@ class GandalfPolicy(Policy):
             else:
                 if plan is not None and plan[0] > 0:
                     self.c["admissions_rejected_by_fee"] += 1      # a paid write was declined
-                y, _ = tent.take(p, res[p] == 2 and not p & 1)
+                y, _ = tent.take(p, res[p] == IN_DRAM and not is_state(p))
                 out.append((p, DROP))
             freed += int(sz)
             if y >= 0:
@@ -750,7 +751,7 @@ class GandalfPolicy(Policy):
         self._commit()
         taken = {p for p, _ in out}
         for key, p in aside:
-            if p not in taken and res[p] & 2:
+            if p not in taken and res[p] & IN_DRAM:
                 heap.push(p, key, tie=p)
         pool.restore()
         self._ssd_plan = [q for _, _, q in pool.items[:pool.used]] or None
@@ -765,7 +766,7 @@ class GandalfPolicy(Policy):
         sz = self.sz[p]
         e = self.e_hits(p, now)
         load = e * self.g * (self._ld_ssd(sz) - self._ld_dram(sz))
-        if st.res[p] & 4:
+        if st.res[p] & IN_SSD:
             return (load / sz, (0.0, 0.0, 0))
         fee = self._fee(p, now)
         if fee == _INF:
@@ -798,12 +799,12 @@ class GandalfPolicy(Policy):
             if e is None:
                 break
             key, _, p = e
-            if not st.res[p] & 4 or st.pin[p] == cur or p in tent.chosen:
-                if st.res[p] & 4:
+            if not st.res[p] & IN_SSD or st.pin[p] == cur or p in tent.chosen:
+                if st.res[p] & IN_SSD:
                     aside.append((key, p))
                 continue
-            if not p & 1 and st.res[p] == 4 and not tent.may_drop_last(p >> 1):
-                if tent.cred_any.get(p >> 1):
+            if not is_state(p) and st.res[p] == IN_SSD and not tent.may_drop_last(chunk_of(p)):
+                if tent.cred_any.get(chunk_of(p)):
                     aside.append((key, p))       # blocked only by this selection's own choices
                 continue                          # not evictable now: back on a global-leaf event
             fresh = self._ssd_key(p, now)
@@ -812,13 +813,13 @@ class GandalfPolicy(Policy):
                 self.c["rescore_repushes"] += 1
                 heap.push(p, fresh, tie=p)
                 continue
-            _, par = tent.take(p, st.res[p] == 4 and not p & 1)
+            _, par = tent.take(p, st.res[p] == IN_SSD and not is_state(p))
             out.append((p, DROP))
             freed += int(st.size[p])
             if par >= 0:
                 # the parent's last copy may have become droppable through this choice
-                q = 2 * par
-                if st.res[q] == 4 and q not in heap and st.pin[q] != cur and tent.may_drop_last(par):
+                q = fa_of(par)
+                if st.res[q] == IN_SSD and q not in heap and st.pin[q] != cur and tent.may_drop_last(par):
                     heap.push(q, self._ssd_key(q, now), tie=q)
         if freed < need:
             self._undo()
@@ -845,11 +846,11 @@ class GandalfPolicy(Policy):
         for p in plan:
             if freed >= need:
                 break
-            if not st.res[p] & 4 or st.pin[p] == cur or p in tent.chosen:
+            if not st.res[p] & IN_SSD or st.pin[p] == cur or p in tent.chosen:
                 continue
-            if not p & 1 and st.res[p] == 4 and not tent.may_drop_last(p >> 1):
+            if not is_state(p) and st.res[p] == IN_SSD and not tent.may_drop_last(chunk_of(p)):
                 continue
-            tent.take(p, st.res[p] == 4 and not p & 1)
+            tent.take(p, st.res[p] == IN_SSD and not is_state(p))
             out.append((p, DROP))
             freed += int(st.size[p])
         if freed < need:
@@ -1073,9 +1074,9 @@ class _VictimPool:
                 self.done = True
                 return False
             key, _, p = e
-            if not st.res[p] & 4:
+            if not st.res[p] & IN_SSD:
                 continue
-            if not p & 1 and st.res[p] == 4 and not self.tent.may_drop_last(p >> 1):
+            if not is_state(p) and st.res[p] == IN_SSD and not self.tent.may_drop_last(chunk_of(p)):
                 continue            # last copy with resident descendants: back on a global-leaf event
             if st.pin[p] == cur:
                 self.popped.append((key, p))
@@ -1091,10 +1092,10 @@ class _VictimPool:
             self.popped.append((fresh, p))
             # the items are taken as a prefix: once this one goes, its parent's last copy on the
             # SSD may go too (a chain is evicted leaf-first), so it becomes a candidate victim
-            _, par = self.tent.take(p, st.res[p] == 4 and not p & 1)
+            _, par = self.tent.take(p, st.res[p] == IN_SSD and not is_state(p))
             if par >= 0:
-                q = 2 * par
-                if st.res[q] == 4 and q not in pol.ssd_heap and st.pin[q] != cur \
+                q = fa_of(par)
+                if st.res[q] == IN_SSD and q not in pol.ssd_heap and st.pin[q] != cur \
                         and self.tent.may_drop_last(par):
                     pol.ssd_heap.push(q, pol._ssd_key(q, self.now), tie=q)
             sz = int(st.size[p])
@@ -1131,5 +1132,5 @@ class _VictimPool:
     def restore(self) -> None:
         h = self.pol.ssd_heap
         for key, p in self.popped:
-            if self.pol.st.res[p] & 4:
+            if self.pol.st.res[p] & IN_SSD:
                 h.push(p, key, tie=p)

@@ -37,7 +37,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..cache.state import BIT
+from ..cache.state import BIT, is_state
 from ..errors import ConfigError
 from .base import DRAM, HBM, SSD, Policy, num_param
 from .write_through import VictimTally, select_gated
@@ -231,7 +231,7 @@ class LRUKPolicy(Policy):
     def on_leave(self, tier: int, p: int) -> None:
         if self.mine[p]:
             res = self.st.res
-            if res[p] == 0 or (p & 1 and res[p ^ 1] == 0):
+            if res[p] == 0 or (is_state(p) and res[p ^ 1] == 0):
                 self.mine[p] = 0
                 self.n_res -= 1
                 self.ghosts[p] = None

@@ -89,7 +89,7 @@ import numpy as np
 
 from ..cache.hybrid import checkpoint_positions
 from ..cache.lazyheap import LazyHeap
-from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD
+from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, chunk_of, fa_of, is_state, state_of
 from ..errors import ConfigError
 from .base import Policy, Tentative, num_param
 
@@ -217,8 +217,8 @@ class MarconiPolicy(Policy):
 
     # ---- residency events ------------------------------------------------
     def on_enter(self, tier: int, p: int) -> None:
-        c = p >> 1
-        if p & 1:
+        c = chunk_of(p)
+        if is_state(p):
             if self.st.res[p] == BIT[tier]:          # the first copy anywhere: edges below change
                 self.transitions.append(c)
             if tier != HBM:
@@ -230,8 +230,8 @@ class MarconiPolicy(Policy):
             self.dirty_enter[tier].append(c)
 
     def on_leave(self, tier: int, p: int) -> None:
-        c = p >> 1
-        if p & 1:
+        c = chunk_of(p)
+        if is_state(p):
             if self.st.res[p] == 0:
                 self.transitions.append(c)
             if tier != HBM:
@@ -271,8 +271,8 @@ class MarconiPolicy(Policy):
         bit = BIT[t]
         if not st.res[x] & bit:
             return False
-        c = x >> 1
-        if not x & 1:
+        c = chunk_of(x)
+        if not is_state(x):
             return st.dcnt[t][c] == 0
         if self.nch[t][c] > 1:
             return False
@@ -281,23 +281,23 @@ class MarconiPolicy(Policy):
     def tlast(self, t: int, x: int) -> int:
         st = self.st
         s = int(st.stamp[x])
-        if not x & 1 and st.res[x | 1] & BIT[t]:
+        if not is_state(x) and st.res[x | 1] & BIT[t]:
             s = max(s, int(st.stamp[x | 1]))
         return s
 
     def eff(self, x: int, gone=None) -> tuple[float, int]:
         """(efficiency, chunk of the parent node: -1 for the root, -2 for a stateless leaf)."""
         st = self.st
-        c = x >> 1
+        c = chunk_of(x)
         d = int(st.depth[c])
         parent = st.parent
         if not self.has_state:
             return self.fm.eff(d - 1, d), int(parent[c])
         res = st.res
-        if not x & 1 and (not res[x | 1] or (gone and c in gone)):
+        if not is_state(x) and (not res[x | 1] or (gone and c in gone)):
             return 0.0, -2
         a = int(parent[c])
-        while a >= 0 and (not res[2 * a + 1] or (gone and a in gone)):
+        while a >= 0 and (not res[state_of(a)] or (gone and a in gone)):
             a = int(parent[a])
         return self.fm.eff(int(st.depth[a]) if a >= 0 else 0, d), a
 
@@ -346,10 +346,10 @@ class MarconiPolicy(Policy):
                 kids = ko[ks[u]:ks[u + 1]]
                 if not len(kids):
                     continue
-                kids = kids[res[2 * kids] != 0]
+                kids = kids[res[fa_of(kids)] != 0]
                 for v in kids.tolist():
                     out.add(v)
-                    if not res[2 * v + 1]:       # the edge runs on below a stateless chunk
+                    if not res[state_of(v)]:       # the edge runs on below a stateless chunk
                         stack.append(v)
         for t in _TIERS:
             self.dirty[t].extend(out)
@@ -375,9 +375,9 @@ class MarconiPolicy(Policy):
                     todo.add(y)
         hs = self.has_state
         for c in sorted(todo):
-            self._refresh(t, 2 * c)
+            self._refresh(t, fa_of(c))
             if hs:
-                self._refresh(t, 2 * c + 1)
+                self._refresh(t, state_of(c))
 
     def _fill(self, t: int) -> None:
         """Make each pool hold exactly the k smallest (key, id) candidates of its kind."""
@@ -509,7 +509,7 @@ class _Selection:
             if self.dropping:
                 fa_ok &= ~((res[X] == bit) & ((st.dany[c] != 0) | ((res[q] != 0) & (st.pin[q] == cur))
                                               | (pol.guard[c] == cur)))
-            st_ok = (pol.nch[t][c] <= 1) & ~(((res[2 * c] & bit) != 0) & dc)
+            st_ok = (pol.nch[t][c] <= 1) & ~(((res[fa_of(c)] & bit) != 0) & dc)
             legal = ((st.pin[X] != cur) & ((res[X] & bit) != 0) & np.where(isfa, fa_ok, st_ok)).tolist()
         he, pe = pol.hk_e[t], pol.pool_e[t]
         for x in xs:
@@ -531,8 +531,8 @@ class _Selection:
             return False
         if not st.res[x] & self.bit:
             return False
-        c = x >> 1
-        if not x & 1:
+        c = chunk_of(x)
+        if not is_state(x):
             if not self.tent.is_leaf(c):
                 return False
             q = x | 1
@@ -634,9 +634,9 @@ class _Selection:
                 ids = np.asarray(self.ids, dtype=np.int64)[idx[tie]]
                 j = int(idx[tie[np.lexsort((ids, tl[tie]))[0]]])
             x = self.ids[j]
-            c = x >> 1
+            c = chunk_of(x)
             self.legal[j] = False
-            if not x & 1:
+            if not is_state(x):
                 q = x | 1
                 with_state = bool(st.res[q] & bit) and q not in self.chosen   # not already taken state-only
                 victims = [(x, self.fa_action)]
@@ -653,7 +653,7 @@ class _Selection:
                 if pol.has_state:
                     a = int(parent[top])
                     while a >= 0:
-                        fa = 2 * a
+                        fa = fa_of(a)
                         if (not st.res[fa] & bit or st.pin[fa] == st.cur or fa in self.chosen
                                 or (st.res[fa + 1] and a not in self.gone) or not self.tent.is_leaf(a)):
                             break
@@ -686,9 +686,9 @@ class _Selection:
                 if z >= 0:
                     y = st.nearest_in_tier(top, bit)
                     for w in sorted({z, y} - {-1}):
-                        self.add_new(2 * w)
+                        self.add_new(fa_of(w))
                         if pol.has_state:
-                            self.add_new(2 * w + 1)
+                            self.add_new(state_of(w))
                 if with_state:
                     self._rescore(c)
             else:
@@ -757,7 +757,7 @@ class SingleTierMarconi:
         self.F = int(model.fa_bytes(self.ct))
         self.S = (model.state_bytes_array(self.dep * self.ct) if self.has_state
                   else np.zeros(len(g), dtype=np.int64)).astype(np.int64)
-        self.gid2 = 2 * g                             # payload ids for tie-breaks
+        self.gid2 = fa_of(g)                             # payload ids for tie-breaks
         self.anchor = st.anchor[g]
         self.flat = st.flat
 

@@ -56,7 +56,7 @@ import numpy as np
 
 from ..cache.hybrid import unbounded_resume_prefix
 from ..cache.lazyheap import LazyHeap
-from ..cache.state import BIT
+from ..cache.state import BIT, IN_DRAM, IN_SSD, chunk_of, fa_of, is_state, state_of
 from ..errors import ConfigError
 from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative
 
@@ -200,8 +200,8 @@ class OraclePolicy(Policy):
                   "requests_with_state_use": int((self.st_use >= 0).sum())}
 
     def next_use(self, p: int) -> int:
-        c = p >> 1
-        return int(self.next_st[c] if p & 1 else self.next_fa[c])
+        c = chunk_of(p)
+        return int(self.next_st[c] if is_state(p) else self.next_fa[c])
 
     def _push(self, t: int, p: int) -> None:
         self.heaps[t].push(p, -self.next_use(p), -int(self.st.size[p]))
@@ -210,7 +210,7 @@ class OraclePolicy(Policy):
     def on_enter(self, tier: int, p: int) -> None:
         if tier == HBM:
             return
-        if p & 1 or self.st.dcnt[tier][p >> 1] == 0:     # candidates: STATEs and leaf FA copies
+        if is_state(p) or self.st.dcnt[tier][chunk_of(p)] == 0:     # candidates: STATEs and leaf FA copies
             self._push(tier, p)
         if tier == SSD:
             k = self.next_use(p)
@@ -227,8 +227,8 @@ class OraclePolicy(Policy):
                 self.fen.add(k, -int(self.st.size[p]))
 
     def on_leaf(self, tier: int, c: int) -> None:
-        if tier != HBM and self.st.res[2 * c] & BIT[tier]:
-            self._push(tier, 2 * c)
+        if tier != HBM and self.st.res[fa_of(c)] & BIT[tier]:
+            self._push(tier, fa_of(c))
 
     def on_access(self, payloads, now, meta) -> None:
         j = meta.seq - 1
@@ -241,18 +241,18 @@ class OraclePolicy(Policy):
         self.guard[path[:meta.resident_chunks]] = meta.seq
         if len(path):
             self.next_fa[path] = self.nxt_fa_pos[a:b]
-            fa = 2 * path
+            fa = fa_of(path)
             self._rekey(fa[(st.res[fa] & 6) != 0])
         if self.state_use == "path":
             if len(path):
                 self.next_st[path] = self.nxt_st_req[a:b]
-                qs = 2 * path + 1
+                qs = state_of(path)
                 self._rekey(qs[(st.res[qs] & 6) != 0])
             return
         u = int(self.st_use[j])
         if u >= 0:
             self.next_st[u] = self.nxt_st_req[j]
-            q = 2 * u + 1
+            q = state_of(u)
             if st.res[q] & 6:
                 self._rekey(np.asarray([q]))
 
@@ -260,9 +260,9 @@ class OraclePolicy(Policy):
         st = self.st
         for p in ps.tolist():
             r = int(st.res[p])
-            if r & 2 and p in self.heaps[DRAM]:
+            if r & IN_DRAM and p in self.heaps[DRAM]:
                 self._push(DRAM, p)
-            if r & 4:
+            if r & IN_SSD:
                 if p in self.heaps[SSD]:
                     self._push(SSD, p)
                 k = self.next_use(p)
@@ -309,8 +309,8 @@ class OraclePolicy(Policy):
             if pin[p] == cur:
                 held[p] = e
                 continue
-            fa = not p & 1
-            c = p >> 1
+            fa = not is_state(p)
+            c = chunk_of(p)
             if fa and not tent.is_leaf(c):
                 continue      # not a leaf of the tier: it comes back (on_leaf, or below) once it is one
             last = int(res[p]) == bit
@@ -367,11 +367,11 @@ class OraclePolicy(Policy):
                     if y >= 0:
                         ys.add(y)
                     for y in ys:
-                        h = held.pop(2 * y, None)
+                        h = held.pop(fa_of(y), None)
                         if h is not None:
                             heap.push(h[2], h[0], h[1])
-                        elif y in tent.cred and res[2 * y] & bit and tent.is_leaf(y) and 2 * y not in heap:
-                            self._push(tier, 2 * y)      # a leaf now, counting this call's victims
+                        elif y in tent.cred and res[fa_of(y)] & bit and tent.is_leaf(y) and fa_of(y) not in heap:
+                            self._push(tier, fa_of(y))      # a leaf now, counting this call's victims
         for key, tie, p in list(held.values()) + forced:
             heap.push(p, key, tie)
         for k, v in counts.items():

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cache.state import IN_SSD, chunk_of, fa_of, is_state
 from .base import DEMOTE, DRAM, DROP, SSD, Policy, lru_select, num_param
 from .oracle import next_use_tables
 
@@ -71,8 +72,8 @@ class OracleAdmissionPolicy(Policy):
 
     # ---- next uses ---------------------------------------------------------
     def _next_use(self, p: int) -> int:
-        c = p >> 1
-        return int(self.next_st[c] if p & 1 else self.next_fa[c])
+        c = chunk_of(p)
+        return int(self.next_st[c] if is_state(p) else self.next_fa[c])
 
     def _event(self, p: int) -> int:
         return p * (self.N + 1) + self._next_use(p)
@@ -85,7 +86,7 @@ class OracleAdmissionPolicy(Policy):
         # SSD copies that serve this request (the fastest tier holding them is the SSD)
         h = meta.hit_chunks
         if h:
-            fa = 2 * path[:h]
+            fa = fa_of(path)[:h]
             served = fa[(st.res[fa] & 7) == 4]
             self.copy_hit[served] = True
             if len(payloads) > len(path):
@@ -122,7 +123,7 @@ class OracleAdmissionPolicy(Policy):
     # ---- decisions -----------------------------------------------------------
     def _why_not(self, p: int) -> str | None:
         """Why DRAM victim ``p`` should not be written (None: write it)."""
-        if self.st.res[p] & 4:
+        if self.st.res[p] & IN_SSD:
             return None                   # a valid SSD copy: demoting writes nothing
         if self._next_use(p) >= self.N:
             return "rejected_never_used"
@@ -141,7 +142,7 @@ class OracleAdmissionPolicy(Policy):
         out = lru_select(self.st, self.walkers[DRAM], DRAM, bytes_needed, self._action, drop_fallback=DEMOTE)
         res = self.st.res
         for p, a in out:
-            if res[p] & 4:
+            if res[p] & IN_SSD:
                 continue
             why = self._why_not(p)
             if a == DROP:

@@ -56,6 +56,8 @@ import math
 
 import numpy as np
 
+from ..cache.state import chunk_of, fa_of, is_state
+
 _NB = 24                                    # bins: [0,1), [1,2), [2,4), ..., [2^22, inf)
 _EDGES = np.r_[0.0, 2.0 ** np.arange(0, _NB - 1)]
 _LAST_REVISIT = 11                          # estimates are re-evaluated at ages 4^k, k <= 11 (48 days)
@@ -153,7 +155,7 @@ class _EventReuse:
         sub = bool(meta.subagent)
         m = len(path)
         if m:
-            fa = 2 * path
+            fa = fa_of(path)
             seen = ~np.isnan(self.start[fa])
             if seen.any():
                 self.on_event(fa[seen], now - self.start[fa[seen]], now)
@@ -384,7 +386,7 @@ class LearnedReuse(_EventReuse):
         i = 0
         F[:, i] = 1.0
         i += 1
-        F[:, i] = ps & 1
+        F[:, i] = is_state(ps)
         i += 1
         stop = self.stop[ps].astype(np.int64)
         F[np.arange(n), i + stop] = 1.0
@@ -402,7 +404,7 @@ class LearnedReuse(_EventReuse):
         grp = np.where(stop == 1, 0, np.where(stop == 2, 1, 2))     # tool_use / end_turn / other
         F[np.arange(n), i + grp * self.N_AGE + ab] = 1.0
         i += 3 * self.N_AGE
-        F[:, i] = np.log1p(self.depth[ps >> 1])
+        F[:, i] = np.log1p(self.depth[chunk_of(ps)])
         F[:, i + 1] = np.log1p(self.tail[ps])
         F[:, i + 2] = np.log1p(self.turn[ps])
         F[:, i + 3] = np.log1p(self.think[ps])

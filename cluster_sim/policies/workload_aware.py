@@ -51,7 +51,7 @@ from collections import deque
 import numpy as np
 
 from ..cache.lazyheap import LazyHeap
-from ..cache.state import BIT
+from ..cache.state import BIT, chunk_of, fa_of, is_state, twin_state
 from ..errors import ConfigError
 from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, num_param
 
@@ -279,14 +279,14 @@ class WorkloadAwarePolicy(Policy):
         def may_leave(p, action_drop):
             if pin[p] == cur or p in chosen:
                 return False
-            if not p & 1:
-                c = p >> 1
+            if not is_state(p):
+                c = chunk_of(p)
                 if not tent.is_leaf(c):
                     return False
                 if action_drop and int(res[p]) == bit:
                     if not tent.may_drop_last(c):
                         return False
-                    if (res[p | 1] and pin[p | 1] == cur) or guard[c] == cur:
+                    if (res[twin_state(p)] and pin[twin_state(p)] == cur) or guard[c] == cur:
                         return False       # a pinned STATE would go along / the request needs c_1..c_r
             return True
 
@@ -307,7 +307,7 @@ class WorkloadAwarePolicy(Policy):
                     continue
                 sc = self.score(p, cat, now)
                 self.c["heads_scored"] += 1
-                return (sc, -int(depth[p >> 1]), key, p)
+                return (sc, -int(depth[chunk_of(p)]), key, p)
 
         while freed < bytes_needed:
             best = None
@@ -338,16 +338,16 @@ class WorkloadAwarePolicy(Policy):
             else:
                 action = DEMOTE
             dropping = action == DROP or tier == SSD
-            if not p & 1:
-                c = p >> 1
+            if not is_state(p):
+                c = chunk_of(p)
                 tent.choose(c, dropping and int(res[p]) == bit)
                 # its nearest ancestor in the tier may now leave: reconsider it if it was skipped
                 par = int(st.parent[c])
                 if par >= 0:
                     y = st.nearest_in_tier(c, bit)
-                    if y >= 0 and 2 * y in skipped:
-                        ycat, ykey = skipped.pop(2 * y)
-                        queues[ycat].push(2 * y, ykey, 2 * y)
+                    if y >= 0 and fa_of(y) in skipped:
+                        ycat, ykey = skipped.pop(fa_of(y))
+                        queues[ycat].push(fa_of(y), ykey, fa_of(y))
                         heads.pop(ycat, None)
             chosen.add(p)
             out.append((p, action))

@@ -35,7 +35,7 @@ import heapq
 
 import numpy as np
 
-from ..cache.state import BIT
+from ..cache.state import BIT, IN_DRAM, IN_SSD, chunk_of, fa_of, is_state
 from .base import DEMOTE, DRAM, DROP, SSD, Policy, num_param
 
 __all__ = ["WriteThroughPolicy", "WriteThroughSelectivePolicy", "gated_select", "select_gated",
@@ -109,20 +109,20 @@ def gated_select(st, src, tier: int, need: int, admit=None, defer=None, force: b
             later.append(e)
             continue
         r = int(res[p])
-        if not p & 1:
-            c = p >> 1
+        if not is_state(p):
+            c = chunk_of(p)
             d = int(dcnt[c])
             if d and d != cred.get(c, 0):
                 skipped[p] = e
                 waiting[c] = p
                 continue
-        if gate and not r & 4 and admit is not None and not admit(p):
+        if gate and not r & IN_SSD and admit is not None and not admit(p):
             act = DROP
         elif gate:
             act = DEMOTE
         else:
             act = DROP
-        if not p & 1:
+        if not is_state(p):
             drop_last = act == DROP and r == bit
             if drop_last:
                 da = int(dany[c])
@@ -139,7 +139,7 @@ def gated_select(st, src, tier: int, need: int, admit=None, defer=None, force: b
             par = int(parent[c])
             if par >= 0:
                 # credit the nearest ancestor in the tier with this chunk's whole tier-subtree
-                y = par if res[2 * par] & bit else st.nearest_in_tier(c, bit)
+                y = par if res[fa_of(par)] & bit else st.nearest_in_tier(c, bit)
                 if y >= 0:
                     cred[y] = cred.get(y, 0) + 1 + d
                     if y in waiting:
@@ -208,7 +208,7 @@ class VictimTally:
         for p, a in out:
             s = int(size[p])
             if a == DEMOTE and st.cap[SSD] > 0:
-                if res[p] & 4:
+                if res[p] & IN_SSD:
                     self.free += 1
                 elif p in fset:
                     self.forced += 1
@@ -276,7 +276,7 @@ class WriteThroughSelectivePolicy(Policy):
         if r == BIT[tier]:
             self.count[p] = 1
         if tier == DRAM:
-            if not r & 4 and self.has_ssd and self.count[p] >= self.threshold:
+            if not r & IN_SSD and self.has_ssd and self.count[p] >= self.threshold:
                 self._request(p)
         elif tier == SSD:
             self.pending.discard(p)
@@ -292,7 +292,7 @@ class WriteThroughSelectivePolicy(Policy):
         self.n_hits_counted += len(hits)
         if self.has_ssd and self.has_dram:
             res = self.st.res[hits]
-            sel = hits[(self.count[hits] >= self.threshold) & ((res & 6) == 2)]
+            sel = hits[(self.count[hits] >= self.threshold) & ((res & (IN_DRAM | IN_SSD)) == IN_DRAM)]
             for p in sel.tolist():
                 self._request(p)
 
