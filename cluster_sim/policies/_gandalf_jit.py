@@ -28,7 +28,14 @@ import math
 import numpy as np
 from numba import njit
 
-from ..cache.state import DEMOTE, DROP
+from ..cache import state as _state
+from ..cache.state import DEMOTE, DROP, IN_DRAM, IN_SSD
+
+# the handle helpers of cache.state, compiled (numba cannot call the interpreted ones)
+fa_of = njit(inline="always")(_state.fa_of)
+state_of = njit(inline="always")(_state.state_of)
+chunk_of = njit(inline="always")(_state.chunk_of)
+is_state = njit(inline="always")(_state.is_state)
 
 _INF = math.inf
 _EPS = 1e-9
@@ -258,9 +265,9 @@ def t_chosen(T, gen, p):
 def t_take(T, gen, res, parent, dcnt, dany, bit, p, drop_last):
     """Tentative.take: returns (credited ancestor in the tier or -1, parent or -1)."""
     T[4][p] = gen
-    if p & 1:
+    if is_state(p):
         return -1, -1
-    c = p >> 1
+    c = chunk_of(p)
     par = parent[c]
     if par < 0:
         return -1, -1
@@ -273,7 +280,7 @@ def t_take(T, gen, res, parent, dcnt, dany, bit, p, drop_last):
         v = _cred(T, gen, x) + k
         T[0][x] = v
         T[1][x] = gen
-        if res[2 * x] & bit:
+        if res[fa_of(x)] & bit:
             return x, par
         if v != dcnt[x]:
             return -1, par
@@ -316,9 +323,9 @@ def e_hits(S, P, F, p, now):
     if tl != tl:
         tl = now
     decay = math.exp(-(now - tl) / P[A_TAU])
-    if not p & 1:
+    if not is_state(p):
         return _fa_e0(S, P, F, p, S[1][p]) * decay
-    c = p >> 1
+    c = chunk_of(p)
     k = S[4][c]
     if k == 0:
         prior = (P[A_NDEM] + 1.0) / (P[A_NCKPT] + 2.0)
@@ -334,17 +341,17 @@ def e_hits(S, P, F, p, now):
 
 @njit(cache=True)
 def c_rc(C, S, p):
-    c = p >> 1
+    c = chunk_of(p)
     d = C[4][c]
     crc = S[6]
-    if not p & 1:
+    if not is_state(p):
         return crc[d]
     res = C[0]
     a = C[5][c]
     flat = C[6]
     dm = 0
     for i in range(d - 2, -1, -1):
-        if res[2 * flat[a + i] + 1]:
+        if res[state_of(flat[a + i])]:
             dm = i + 1
             break
     return S[7][d] - S[7][dm]
@@ -358,7 +365,7 @@ def _ld_ssd(P, sz):
 @njit(cache=True)
 def fee(C, S, P, p):
     """α·W(p): zero with a valid SSD copy; α = ∞ means 'never pay'."""
-    if C[0][p] & 4:
+    if C[0][p] & IN_SSD:
         return 0.0
     if P[A_ALPHA] == _INF:
         return _INF
@@ -375,8 +382,8 @@ def drop_key(C, S, P, F, p, now):
     sz = S[3][p]
     tl = S[1][p]
     tau = P[A_TAU]
-    if not p & 1:
-        v = _fa_e0(S, P, F, p, tl) * P[A_G] * S[6][C[4][p >> 1]] / sz
+    if not is_state(p):
+        v = _fa_e0(S, P, F, p, tl) * P[A_G] * S[6][C[4][chunk_of(p)]] / sz
         if tl != tl:
             tl = now
         return _log_or_floor(v) + tl / tau
@@ -401,7 +408,7 @@ def ssd_key(C, S, P, F, p, now):
 @njit(cache=True)
 def move_key(C, S, P, F, p, now):
     sz = S[3][p]
-    if C[0][p] & 4:
+    if C[0][p] & IN_SSD:
         f = 0.0
     elif P[A_ALPHA] == _INF:
         return _INF
@@ -409,7 +416,7 @@ def move_key(C, S, P, F, p, now):
         f = P[A_FEEPB] * sz
     else:
         f = fee(C, S, P, p)
-    if p & 1:
+    if is_state(p):
         e = e_hits(S, P, F, p, now)
     else:
         tl = S[1][p]
@@ -471,9 +478,9 @@ def _pool_more(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr):
         if not ok:
             pst[1] = 1
             return False
-        if not res[p] & 4:
+        if not res[p] & IN_SSD:
             continue
-        if not p & 1 and res[p] == 4 and not t_may_drop_last(TS, gs, dany, p >> 1):
+        if not is_state(p) and res[p] == IN_SSD and not t_may_drop_last(TS, gs, dany, chunk_of(p)):
             continue
         if pin[p] == cur:
             popped.append((key, p))
@@ -485,10 +492,10 @@ def _pool_more(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr):
                 h_push(store, kver, kkey, mem, meta, p, fresh, jr, True)
                 continue
         popped.append((fresh, p))
-        _, par = t_take(TS, gs, res, parent, dcs, dany, 4, p, res[p] == 4 and not p & 1)
+        _, par = t_take(TS, gs, res, parent, dcs, dany, IN_SSD, p, res[p] == IN_SSD and not is_state(p))
         if par >= 0:
-            q = 2 * par
-            if res[q] == 4 and kver[q] == 0 and pin[q] != cur and t_may_drop_last(TS, gs, dany, par):
+            q = fa_of(par)
+            if res[q] == IN_SSD and kver[q] == 0 and pin[q] != cur and t_may_drop_last(TS, gs, dany, par):
                 h_push(store, kver, kkey, mem, meta, q, ssd_key(C, S, P, F, q, now), jr, True)
         sz = C[2][p]
         v = math.exp(fresh - now / P[A_TAU]) * sz if fresh > -1e299 else 0.0
@@ -531,7 +538,7 @@ def _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr, p, ssd_free)
     sz = S[3][p]
     e = e_hits(S, P, F, p, now)
     load = e * P[A_G] * (_ld_ssd(P, sz) - sz / P[A_HOST])
-    if C[0][p] & 4:
+    if C[0][p] & IN_SSD:
         return load / sz, 0.0, 0.0, 0
     f = fee(C, S, P, p)
     if f == _INF:
@@ -549,14 +556,14 @@ def _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr, p, ssd_free)
 @njit(cache=True)
 def _drop_ok(C, TD, gd, p):
     """1 (yes), 2 (blocked only by this selection's choices) or 0."""
-    if p & 1:
+    if is_state(p):
         return 1
-    c = p >> 1
+    c = chunk_of(p)
     d = C[7][c]
     cr = _cred(TD, gd, c)
     if d and d != cr:
         return 2 if cr else 0
-    if C[0][p] == 2:
+    if C[0][p] == IN_DRAM:
         da = C[9][c]
         ca = _creda(TD, gd, c)
         if da and da != ca:
@@ -566,16 +573,16 @@ def _drop_ok(C, TD, gd, p):
 
 @njit(cache=True)
 def _move_ok(C, F, TD, gd, p):
-    if p & 1:
+    if is_state(p):
         return 1
-    c = p >> 1
+    c = chunk_of(p)
     d = C[7][c]
     cr = _cred(TD, gd, c)
     if d and d != cr:
         return 2 if cr else 0
     if F[F_ROOTSIDE]:
         par = C[3][c]
-        if par >= 0 and not C[0][2 * par] & 4:
+        if par >= 0 and not C[0][fa_of(par)] & IN_SSD:
             return 2
     return 1
 
@@ -635,7 +642,7 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
         ok, key, p = h_pop(store, kver, kkey, mem, meta, jrc, True)
         if not ok:
             break
-        if not res[p] & 2:
+        if not res[p] & IN_DRAM:
             continue
         if pin[p] == cur or t_chosen(TD, gd, p):
             aside.append((key, p))
@@ -673,23 +680,23 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
                 aside.append((key, p))
             continue
         if free_move or ((not jm_none) and jm < jd):
-            if not res[p] & 4:
+            if not res[p] & IN_SSD:
                 ssd_free -= int(sz)
                 _pool_consume(items, pst, pv)
                 ssd_free += pv
-            y, _ = t_take(TD, gd, res, parent, dcd, dany, 2, p, False)
+            y, _ = t_take(TD, gd, res, parent, dcd, dany, IN_DRAM, p, False)
             outp.append(p)
             outa.append(DEMOTE)
         else:
             if (not jm_none) and pf > 0:
                 K[K_REJECTED] += 1
-            y, _ = t_take(TD, gd, res, parent, dcd, dany, 2, p, res[p] == 2 and not p & 1)
+            y, _ = t_take(TD, gd, res, parent, dcd, dany, IN_DRAM, p, res[p] == IN_DRAM and not is_state(p))
             outp.append(p)
             outa.append(DROP)
         freed += int(sz)
         if y >= 0:
-            q = 2 * y
-            if not (kver[q] != 0 or not res[q] & 2 or pin[q] == cur or t_chosen(TD, gd, q)
+            q = fa_of(y)
+            if not (kver[q] != 0 or not res[q] & IN_DRAM or pin[q] == cur or t_chosen(TD, gd, q)
                     or not t_is_leaf(TD, gd, dcd, y)):
                 h_push(store, kver, kkey, mem, meta, q, cand_key(C, S, P, F, q, now), jrc, True)
     n = len(outp)
@@ -701,12 +708,12 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), need - freed
     for x in range(len(aside)):
         key, p = aside[x]
-        if not t_chosen(TD, gd, p) and res[p] & 2:
+        if not t_chosen(TD, gd, p) and res[p] & IN_DRAM:
             h_push(store, kver, kkey, mem, meta, p, key, jrc, False)
     s2, kv2, kk2, m2, me2 = HS
     for x in range(len(popped)):
         key, p = popped[x]
-        if res[p] & 4:
+        if res[p] & IN_SSD:
             h_push(s2, kv2, kk2, m2, me2, p, key, jrs, False)
     plan = np.empty(pst[0], dtype=np.int64)
     for x in range(pst[0]):
@@ -720,11 +727,11 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
         oa[x] = a
         h_discard(kver, kkey, mem, meta, p, jrc, False)
         if a == DEMOTE:
-            K[K_MOVES_STATE if p & 1 else K_MOVES_FA] += 1
-            if res[p] & 4:
+            K[K_MOVES_STATE if is_state(p) else K_MOVES_FA] += 1
+            if res[p] & IN_SSD:
                 K[K_MOVES_FREE] += 1
         else:
-            K[K_DROPS_STATE if p & 1 else K_DROPS_FA] += 1
+            K[K_DROPS_STATE if is_state(p) else K_DROPS_FA] += 1
     return op, oa, plan, 0
 
 
@@ -743,11 +750,11 @@ def _take_plan(C, K, HS, TS, G, F, plan, need):
         p = plan[x]
         if freed >= need:
             break
-        if not res[p] & 4 or pin[p] == cur or t_chosen(TS, gs, p):
+        if not res[p] & IN_SSD or pin[p] == cur or t_chosen(TS, gs, p):
             continue
-        if not p & 1 and res[p] == 4 and not t_may_drop_last(TS, gs, C[9], p >> 1):
+        if not is_state(p) and res[p] == IN_SSD and not t_may_drop_last(TS, gs, C[9], chunk_of(p)):
             continue
-        t_take(TS, gs, res, C[3], C[8], C[9], 4, p, res[p] == 4 and not p & 1)
+        t_take(TS, gs, res, C[3], C[8], C[9], IN_SSD, p, res[p] == IN_SSD and not is_state(p))
         out.append(p)
         freed += size[p]
     if freed < need:
@@ -787,12 +794,12 @@ def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
         ok, key, p = h_pop(store, kver, kkey, mem, meta, jr, True)
         if not ok:
             break
-        if not res[p] & 4 or pin[p] == cur or t_chosen(TS, gs, p):
-            if res[p] & 4:
+        if not res[p] & IN_SSD or pin[p] == cur or t_chosen(TS, gs, p):
+            if res[p] & IN_SSD:
                 aside.append((key, p))
             continue
-        if not p & 1 and res[p] == 4 and not t_may_drop_last(TS, gs, dany, p >> 1):
-            if _creda(TS, gs, p >> 1):
+        if not is_state(p) and res[p] == IN_SSD and not t_may_drop_last(TS, gs, dany, chunk_of(p)):
+            if _creda(TS, gs, chunk_of(p)):
                 aside.append((key, p))
             continue
         fresh = ssd_key(C, S, P, F, p, now)
@@ -801,12 +808,12 @@ def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
             K[K_REPUSHES] += 1
             h_push(store, kver, kkey, mem, meta, p, fresh, jr, True)
             continue
-        _, par = t_take(TS, gs, res, C[3], C[8], dany, 4, p, res[p] == 4 and not p & 1)
+        _, par = t_take(TS, gs, res, C[3], C[8], dany, IN_SSD, p, res[p] == IN_SSD and not is_state(p))
         outl.append(p)
         freed += size[p]
         if par >= 0:
-            q = 2 * par
-            if res[q] == 4 and kver[q] == 0 and pin[q] != cur and t_may_drop_last(TS, gs, dany, par):
+            q = fa_of(par)
+            if res[q] == IN_SSD and kver[q] == 0 and pin[q] != cur and t_may_drop_last(TS, gs, dany, par):
                 h_push(store, kver, kkey, mem, meta, q, ssd_key(C, S, P, F, q, now), jr, True)
     if freed < need:
         h_undo(store, kver, kkey, mem, meta, jr)
