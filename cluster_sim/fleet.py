@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from .cost import CostModel
 from .errors import ConfigError, UserError
 from .metrics import NodeStats
 from .node import NodeSim, floor_pass
@@ -264,16 +265,13 @@ def floors(trace, cfg, assign) -> tuple[list[tuple[float, float]], tuple[float, 
     """Per-node floors on each node's own stream and the fleet floor on the whole stream."""
     out = []
     for k in range(cfg.fleet.nodes):
-        hw = cfg.hardware_for_node(k)
-        rate = hw.gpus_per_node * hw.gpu_flops * hw.mfu
+        cost = CostModel.of(cfg.model, cfg.hardware_for_node(k))
         idx = np.flatnonzero(assign == k)
         sub = trace.subset(idx) if cfg.fleet.nodes > 1 else trace
         out.append(floor_pass(sub.offsets, sub.flat, sub.n_chunks, sub.input_tokens, sub.counted, cfg.model,
-                              trace.chunk_tokens, rate, hw.gpus_per_node))
+                              trace.chunk_tokens, cost))
     if cfg.fleet.nodes == 1:
         return out, out[0]
-    hw = cfg.hardware
-    rate = hw.gpus_per_node * hw.gpu_flops * hw.mfu
     whole = floor_pass(trace.offsets, trace.flat, trace.n_chunks, trace.input_tokens, trace.counted, cfg.model,
-                       trace.chunk_tokens, rate, hw.gpus_per_node)
+                       trace.chunk_tokens, CostModel.of(cfg.model, cfg.hardware))
     return out, whole

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .cost import CostModel
+
 TIERS = ("hbm", "dram", "ssd")
 KINDS = ("fa", "state")
 FTL_COUNTERS = ("ssd_bytes_written_nand", "ssd_bytes_relocated_fa", "ssd_bytes_relocated_state",
@@ -91,7 +93,7 @@ def lifetime_years(hw, written_per_day: float, cap_years: float, nand_per_day: f
     if written_per_day <= 0 or hw.ssd_bytes <= 0:
         return float(cap_years)
     wear = hw.ssd.waf * written_per_day if nand_per_day is None else nand_per_day
-    life = hw.tbw_bytes / wear / 365.0
+    life = CostModel.of(None, hw).lifetime_years(wear)
     return float(min(life, cap_years))
 
 
@@ -114,11 +116,10 @@ def derive(s: NodeStats, hw, *, span_s: float, replays_per_day_scale: float, cap
     waf, nand = nand_written(s, hw)
     nand_per_day = None if nand is None else _ratio(nand * 86400.0, span_s) * replays_per_day_scale
     life = lifetime_years(hw, per_day, cap_years, nand_per_day)
-    tbw = hw.tbw_bytes
-    ssd_price = hw.ssd_price_usd
-    rec_usd = s.recompute_gpu_seconds * hw.gpu_usd_per_hour / 3600.0 * _ratio(1000.0, s.requests)
-    wear_bytes = written * hw.ssd.waf if nand is None else nand
-    wear_usd = _ratio(wear_bytes * ssd_price, tbw) * _ratio(1000.0, s.requests)
+    cost = CostModel.of(None, hw)
+    rec_usd = s.recompute_gpu_seconds * cost.usd_per_gpu_s * _ratio(1000.0, s.requests)
+    wear_bytes = written * cost.waf if nand is None else nand
+    wear_usd = cost.wear_usd(wear_bytes) * _ratio(1000.0, s.requests)
     adm = s.ssd_admissions_fa + s.ssd_admissions_state
     out = {
         "requests": s.requests,
@@ -151,7 +152,7 @@ def derive(s: NodeStats, hw, *, span_s: float, replays_per_day_scale: float, cap
         "cost_per_1k_requests_usd": float(rec_usd + wear_usd),
         "cost_per_1k_requests_recompute_usd": float(rec_usd),
         "cost_per_1k_requests_wear_usd": float(wear_usd),
-        "fleet_ssd_replacement_usd_per_year": _ratio(ssd_price, life) if hw.ssd_bytes > 0 else 0.0,
+        "fleet_ssd_replacement_usd_per_year": _ratio(cost.ssd_price_usd, life) if hw.ssd_bytes > 0 else 0.0,
         "wear_imbalance": 1.0 if written > 0 else 0.0,
         "insert_skipped_bytes": int(s.insert_skipped_bytes),
     }

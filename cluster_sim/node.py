@@ -30,6 +30,7 @@ import numpy as np
 from .cache.hybrid import checkpoint_positions, unbounded_resume_prefix
 from .cache.state import (BIT, DEMOTE, DRAM, DROP, HBM, IN_DRAM, IN_HBM, IN_SSD, NO_TIER, SSD, CacheState, fa_of,
                           is_state, twin_state)
+from .cost import CostModel
 from .ftl import make_ftl
 from .metrics import NodeStats
 from .policies.base import NodeContext, Policy, RequestMeta, lru_select
@@ -73,7 +74,8 @@ class NodeSim:
         self.hbm_lru = self.st.new_lru(HBM)
         self.policy = policy
         self.node_index = node_index
-        policy.bind(NodeContext(state=self.st, model=model, hardware=hardware, chunk_tokens=self.ct,
+        self.cost = CostModel.of(model, hardware)
+        policy.bind(NodeContext(state=self.st, model=model, hardware=hardware, chunk_tokens=self.ct, cost=self.cost,
                                 rng=rng if rng is not None else np.random.default_rng(0),
                                 node_index=node_index, future=future,
                                 request_ssd_admission=self._queue_admission,
@@ -91,7 +93,6 @@ class NodeSim:
         self.ssd_adm_counted = np.zeros(n2, dtype=bool)   # this SSD copy's admission is counted
         self.ssd_hit = np.zeros(n2, dtype=bool)           # this SSD copy has served a reuse
         self.ftl = make_ftl(hardware, n2)                  # sees every SSD write and eviction; None if ideal
-        self.compute_rate = hardware.gpus_per_node * hardware.gpu_flops * hardware.mfu
 
     # ------------------------------------------------------------------
     def process(self, path: np.ndarray, input_tokens: int, now: float, *, counted: bool = True,
@@ -163,17 +164,9 @@ class NodeSim:
             dram_b += int(st.size[q])
         elif q_tier == SSD:
             ssd_b += int(st.size[q])
-        hw = self.hw
-        start_tok = h * self.ct
-        if start_tok < input_tokens:
-            rec_flops = self.model.prefill_flops(start_tok, input_tokens)
-            rec_tokens = input_tokens - start_tok
-        else:
-            rec_flops = self.model.prefill_flops(input_tokens - 1, input_tokens) if input_tokens > 0 else 0.0
-            rec_tokens = 0
-        latency = dram_b / hw.host_link_bytes_per_s + rec_flops / self.compute_rate
+        rec_flops, rec_tokens = self.cost.request_recompute(h * self.ct, input_tokens)
+        latency = self.cost.serve_latency_s(dram_b, ssd_b, rec_flops)
         if ssd_b:
-            latency += ssd_b / hw.ssd_read_bytes_per_s + ssd_b / hw.host_link_bytes_per_s + hw.ssd_read_latency_s
             self.ssd_hit[fa[:h][in_ssd]] = True
             if q_tier == SSD:
                 self.ssd_hit[q] = True
@@ -227,7 +220,7 @@ class NodeSim:
         s.prompt_tokens += input_tokens
         s.recomputed_tokens += sv.rec_tokens
         if sv.rec_tokens:
-            s.recompute_gpu_seconds += sv.rec_flops / self.compute_rate * self.hw.gpus_per_node
+            s.recompute_gpu_seconds += self.cost.gpu_seconds(sv.rec_flops)
         hits = s.hits
         hits["hits_hbm_fa"] += sv.n_hbm
         hits["hits_dram_fa"] += sv.n_dram
@@ -494,7 +487,7 @@ class NodeSim:
 
 
 def floor_pass(paths_offsets: np.ndarray, flat: np.ndarray, n_chunks: int, input_tokens: np.ndarray,
-               counted: np.ndarray, model, chunk_tokens: int, compute_rate: float, gpus: int) -> tuple[float, float]:
+               counted: np.ndarray, model, chunk_tokens: int, cost: CostModel) -> tuple[float, float]:
     """``miss_ratio_floor`` and ``recompute_gpu_seconds_floor``: the same stream in unbounded tiers
     with the same checkpoint mode (nothing is ever evicted or skipped)."""
     hs = unbounded_resume_prefix(paths_offsets, flat, n_chunks, model).tolist()
@@ -509,5 +502,5 @@ def floor_pass(paths_offsets: np.ndarray, flat: np.ndarray, n_chunks: int, input
             miss += m - h
             L = int(input_tokens[i])
             if h * chunk_tokens < L:
-                gpu_s += model.prefill_flops(h * chunk_tokens, L) / compute_rate * gpus
+                gpu_s += cost.gpu_seconds(model.prefill_flops(h * chunk_tokens, L))
     return (miss / req if req else 0.0), gpu_s

@@ -13,6 +13,7 @@ from collections import deque
 
 import numpy as np
 
+from .cost import CostModel
 from .errors import ConfigError
 
 
@@ -27,7 +28,8 @@ class Router:
         self.model = model
         self.node_hw = node_hw
         # full-recompute prefill estimate per node, for backlog bookkeeping
-        self.rate = np.array([hw.gpus_per_node * hw.gpu_flops * hw.mfu for hw in node_hw], dtype=np.float64)
+        self.costs = [CostModel.of(model, hw) for hw in node_hw]
+        self.rate = np.array([c.compute_rate for c in self.costs], dtype=np.float64)
         self.busy = np.zeros(self.k, dtype=np.float64)        # estimated end of each node's prefill queue
         self.work = np.zeros(self.k, dtype=np.float64)        # total dispatched prefill seconds
 

@@ -96,6 +96,7 @@ class NodeContext:
     model: Any                # ModelSpec
     hardware: Any             # HardwareConfig
     chunk_tokens: int
+    cost: Any                 # cost.CostModel of this node: compute rate, load times, prices
     rng: np.random.Generator  # this node's stream, derived from the root seed
     node_index: int
     future: Any = None        # only for policies with needs_future (the oracle): a FutureStream

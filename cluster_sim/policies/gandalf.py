@@ -142,8 +142,9 @@ class GandalfPolicy(Policy):
         hw = ctx.hardware
         model = ctx.model
         ct = ctx.chunk_tokens
-        rate = hw.gpus_per_node * hw.gpu_flops * hw.mfu
-        self.g = hw.gpu_usd_per_hour * hw.gpus_per_node / 3600.0          # $ per node-second
+        self.cost = cost = ctx.cost
+        rate = cost.compute_rate
+        self.g = cost.usd_per_node_s                                       # $ per node-second
         maxd = int(st.depth.max()) if len(st.depth) else 1
         d = np.arange(1, maxd + 1, dtype=np.int64)
         crc = model.prefill_flops_array((d - 1) * ct, d * ct) / rate        # node-seconds per chunk by depth
@@ -156,13 +157,12 @@ class GandalfPolicy(Policy):
             crc = np.full(maxd, float(crc[0]))
         self.crc = [0.0] + crc.tolist()
         self.crc_cum = np.cumsum(self.crc).tolist()
-        self.host = hw.host_link_bytes_per_s
-        self.ssd_read = hw.ssd_read_bytes_per_s
-        self.ssd_lat = hw.ssd_read_latency_s
-        tbw = hw.tbw_bytes
-        self.cw = (hw.ssd_price_usd / tbw) if tbw > 0 else 0.0
-        self.waf = hw.ssd.waf
-        self.tbw = tbw
+        self.host = cost.host_link_bytes_per_s
+        self.ssd_read = cost.ssd_read_bytes_per_s
+        self.ssd_lat = cost.ssd_read_latency_s
+        self.cw = cost.wear_usd_per_byte
+        self.waf = cost.waf
+        self.tbw = cost.tbw_bytes
         self.warranty_s = hw.ssd.warranty_years * 365 * 86400.0
         self.has_ssd = st.cap[SSD] > 0
         self.fee_per_byte = self.alpha * self.cw * self.waf if self.alpha != _INF else _INF
@@ -451,10 +451,10 @@ class GandalfPolicy(Policy):
         return float(self.crc_cum[d] - self.crc_cum[dm])
 
     def _ld_dram(self, sz: float) -> float:
-        return sz / self.host
+        return self.cost.dram_load_s(sz)
 
     def _ld_ssd(self, sz: float) -> float:
-        return self.ssd_lat + sz / self.ssd_read + sz / self.host
+        return self.cost.ssd_load_s(sz)
 
     def _fee(self, p: int, now: float) -> float:
         """α·W(p): zero with a valid SSD copy (inclusive tiering); α = ∞ means 'never pay'."""
