@@ -87,6 +87,7 @@ class NodeSim:
         self.stats = NodeStats()
         self.seq = 0
         self.busy_until = 0.0
+        self._shortfall = None   # bytes the last failed victim selection could not free, if known
         self.counting = True
         self.now = 0.0
         n2 = 2 * len(chunk_parent)
@@ -313,7 +314,7 @@ class NodeSim:
                             pinned -= d
                             skipped += d
                     continue
-            st.shortfall = None
+            self._shortfall = None
             if self._make_room(t, st.used[t] - st.cap[t]):
                 break
             if not order:
@@ -321,7 +322,7 @@ class NodeSim:
             # the selection said how much it could not free: trim that much at once. Trimming
             # new payloads frees nothing else, except that removing the shallowest new FA chunk
             # can unblock its resident ancestors: before that one goes, the selection is retried.
-            short = st.shortfall if st.shortfall else 1
+            short = self._shortfall if self._shortfall else 1
             n_fa = sum(1 for x in order if not is_state(x))
             first = True
             while order and (short > 0 or first):
@@ -367,19 +368,20 @@ class NodeSim:
         for _ in range(64):
             if need <= 0:
                 return True
-            st.shortfall = None
+            self._shortfall = None
             if t == HBM:
                 victims = lru_select(st, self.hbm_lru, HBM, need, DEMOTE if dest != NO_TIER else DROP)
             else:
                 victims = self.policy.select_victims(t, need, self.now)
             if not victims:
-                return False            # st.shortfall: what this tier's selection could not free
+                self._shortfall = getattr(victims, "shortfall", None)   # what the selection could not free
+                return False
             before = st.used[t]
             bit = BIT[t]
             demote = [p for p, a in victims if a == DEMOTE and dest != NO_TIER]
             drops = [p for p, a in victims if not (a == DEMOTE and dest != NO_TIER)]
             if demote and not self._demote(demote, t, dest):
-                st.shortfall = None     # a lower tier failed: how much this tier lacks is unknown
+                self._shortfall = None  # a lower tier failed: how much this tier lacks is unknown
                 return False
             live = [p for p in drops if st.res[p] & bit]
             if live:

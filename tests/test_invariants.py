@@ -109,6 +109,6 @@ def test_unbounded_cache_reaches_the_floor(w):
     s = node.finish()
     ratio = s.chunk_misses / s.chunks_requested if s.chunks_requested else 0.0
     floor, gpu_s = floor_pass(tr.offsets, tr.flat, tr.n_chunks, tr.input_tokens, tr.counted, model, 256,
-                              node.compute_rate, node.hw.gpus_per_node)
+                              node.cost)
     assert ratio == floor
     assert s.recompute_gpu_seconds == gpu_s or abs(s.recompute_gpu_seconds - gpu_s) <= 1e-9 * max(1.0, gpu_s)

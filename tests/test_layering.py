@@ -177,3 +177,49 @@ def test_a_planted_cycle_is_caught(tmp_path):
     root = _plant(tmp_path, "trace/files.py", "from .load import load_workload")
     assert ["cluster_sim.trace.files", "cluster_sim.trace.load"] in [
         [m for m in c if m in ("cluster_sim.trace.files", "cluster_sim.trace.load")] for c in cycles(import_graph(root))]
+
+
+# ---------------------------------------------------------------- policies decide, the node moves
+MUTATORS = {"touch", "touch_one", "compact_log", "add_copy", "remove_copy", "remove_copies", "add_copies",
+            "add_path_fa", "add_state", "take_events", "check_invariants"}
+
+
+def _rooted_at_state(node) -> bool:
+    """``st.x``, ``self.st.x``, ``ctx.state.x`` (and subscripts of them)."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        inner = node.value
+        if isinstance(node, ast.Attribute):
+            if isinstance(inner, ast.Name) and inner.id == "st":
+                return True
+            if isinstance(inner, ast.Attribute) and inner.attr in ("st", "state"):
+                return True
+        node = inner
+    return False
+
+
+def state_writes(root: Path = PKG) -> list[str]:
+    """Every place a policy stores into the node's CacheState or calls one of its mutators."""
+    out = []
+    for f in sorted((root / "policies").glob("*.py")):
+        for n in ast.walk(ast.parse(f.read_text())):
+            targets = n.targets if isinstance(n, ast.Assign) else \
+                [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                    if isinstance(el, (ast.Attribute, ast.Subscript)) and _rooted_at_state(el):
+                        out.append(f"{f.name}:{n.lineno}: {ast.unparse(el)} = ...")
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in MUTATORS \
+                    and _rooted_at_state(ast.Attribute(value=n.func.value, attr="_", ctx=ast.Load())):
+                out.append(f"{f.name}:{n.lineno}: {ast.unparse(n)}")
+    return out
+
+
+def test_no_policy_writes_the_cache_state():
+    assert state_writes() == []
+
+
+@pytest.mark.parametrize("line", ["self.st.pin[3] = 0", "st = self.st; st.shortfall = 5", "self.st.touch_one(4)",
+                                  "self.ctx.state.used[1] += 9"])
+def test_a_planted_state_write_is_caught(tmp_path, line):
+    root = _plant(tmp_path, "policies/lru.py", line)
+    assert len(state_writes(root)) == 1

@@ -451,7 +451,7 @@ def test_oracle_writes_every_payload_later_hit_from_ssd_and_nothing_else(model):
     assert len(written) == len(set(written))
     s = node.stats
     assert s.ssd_admissions_hit_fa + s.ssd_admissions_hit_state == s.ssd_admissions_fa + s.ssd_admissions_state
-    floor, _ = floor_pass(tr.offsets, tr.flat, tr.n_chunks, tr.input_tokens, tr.counted, spec, 256, 1.0, 1)
+    floor, _ = floor_pass(tr.offsets, tr.flat, tr.n_chunks, tr.input_tokens, tr.counted, spec, 256, node.cost)
     assert s.chunk_misses / s.chunks_requested == floor
     # LRU on the same stream writes the one-offs too
     lru = make_node(tr, spec, policy="lru", dram_bytes=2 * F + S, ssd_bytes="1TB")

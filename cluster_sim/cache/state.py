@@ -96,7 +96,6 @@ class CacheState:
         self.lrus: list[list[TierLRU]] = [[], [], []]
         self.listeners = []   # objects with on_enter/on_leave(tier, p), on_leaf(tier, c), on_global_leaf(c)
         self.leaf_tiers = frozenset((0, 1, 2))   # tiers whose on_leaf events some listener wants
-        self.shortfall = None            # bytes a failed victim selection could not free, if known
         self.record_events = False       # stored / removed chunk events for a KV-aware router
         self.ev_stored: list = []
         self.ev_removed: list = []

@@ -45,11 +45,11 @@ from typing import Any
 
 import numpy as np
 
-from ..cache.state import BIT, CacheState, DEMOTE, DRAM, DROP, HBM, SSD, TierLRU, chunk_of, fa_of, is_state
+from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, CacheState, TierLRU, chunk_of, fa_of, is_state
 from ..errors import ConfigError
 from ..units import parse_number
 
-__all__ = ["Policy", "RequestMeta", "NodeContext", "lru_select", "register", "make_policy", "known_policies",
+__all__ = ["Policy", "RequestMeta", "NodeContext", "Victims", "no_victims", "lru_select", "register", "make_policy", "known_policies",
            "DROP", "DEMOTE", "HBM", "DRAM", "SSD"]
 
 
@@ -157,8 +157,8 @@ class Policy:
 
     def select_victims(self, tier: int, bytes_needed: int, now: float) -> list[tuple[int, int]]:
         """Victims ``[(payload, DROP | DEMOTE), ...]`` in ``tier`` (DRAM or SSD) freeing at least
-        ``bytes_needed`` bytes. Atomic: ``[]`` and no change when that cannot be freed (then
-        ``st.shortfall`` may say by how many bytes). Never a pinned payload; FA leaf-first within
+        ``bytes_needed`` bytes. Atomic: an empty list and no change when that cannot be freed
+        (:func:`no_victims` says by how many bytes). Never a pinned payload; FA leaf-first within
         the tier; a dropped last copy only without resident descendants (use :func:`lru_select`
         or :class:`Tentative`). ``DEMOTE`` from DRAM writes to the SSD unless a valid copy is
         there; from the SSD it is ``DROP``."""
@@ -183,6 +183,20 @@ class Policy:
     def counters(self) -> dict[str, float]:
         """Policy-specific totals, reported as ``policy.<name>.<key>`` (summed over nodes)."""
         return {}
+
+
+class Victims(list):
+    """What :meth:`Policy.select_victims` returns: ``[(payload, DROP | DEMOTE), ...]``. An empty
+    one may say by how many bytes the selection fell short (``shortfall``; None: unknown), so
+    the node trims the right amount of a request's new payloads at once. A plain list works too."""
+    shortfall: int | None = None
+
+
+def no_victims(shortfall: int | None = None) -> Victims:
+    """The empty selection of a policy that could not free what was asked, short by ``shortfall`` bytes."""
+    v = Victims()
+    v.shortfall = shortfall
+    return v
 
 
 def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: int,
@@ -259,8 +273,7 @@ def lru_select(st: CacheState, walker: TierLRU, tier: int, need: int, action: in
             walker.push_back(e)
         for e in skipped:
             walker.push_back(e)
-        st.shortfall = need - freed          # lets the node trim the right amount in one step
-        return []
+        return no_victims(need - freed)      # lets the node trim the right amount in one step
     for e in skipped:
         walker.push_back(e)
     return out

@@ -50,7 +50,7 @@ import numpy as np
 from ..cache.state import IN_DRAM, IN_SSD, chunk_of, fa_of, is_state, state_of
 from ..cache.lazyheap import LazyHeap
 from ..errors import ConfigError
-from .base import DEMOTE, DRAM, DROP, SSD, Policy, Tentative, lru_select, num_param
+from .base import DEMOTE, DRAM, DROP, SSD, Policy, Tentative, lru_select, no_victims, num_param
 
 _INF = float("inf")
 _NAN = float("nan")
@@ -746,8 +746,7 @@ class GandalfPolicy(Policy):
         if freed < need:
             self._undo()
             self.c.update(counts)          # a failed selection decided nothing
-            st.shortfall = need - freed    # lets the node trim the right amount in one step
-            return []
+            return no_victims(need - freed)    # lets the node trim the right amount in one step
         self._commit()
         taken = {p for p, _ in out}
         for key, p in aside:
@@ -915,8 +914,7 @@ class GandalfPolicy(Policy):
                                                        *self.ssd_heap.tup, *self._TD, *self._TS, self._G,
                                                        int(need), float(now), int(st.cap[SSD] - st.used[SSD]))
             if short:
-                st.shortfall = int(short)
-                out = []
+                out = no_victims(int(short))
             else:
                 self._ssd_plan = plan if len(plan) else None
                 out = list(zip(ps.tolist(), acts.tolist()))        # actions are DROP / DEMOTE

@@ -91,7 +91,7 @@ from ..cache.hybrid import checkpoint_positions
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, chunk_of, fa_of, is_state, state_of
 from ..errors import ConfigError
-from .base import Policy, Tentative, num_param
+from .base import Policy, Tentative, no_victims, num_param
 
 ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
 _TIERS = (DRAM, SSD)
@@ -619,8 +619,7 @@ class _Selection:
                     pol.c["sample_extensions"] += 1
                     continue
                 self.give_back()
-                st.shortfall = self.need - freed      # lets the node trim the right amount at once
-                return []
+                return no_victims(self.need - freed)      # lets the node trim the right amount at once
             idx = np.flatnonzero(legal)
             pol.c[f"{tn}_candidates_scored"] += len(idx)
             tl = np.asarray(self.tl, dtype=np.int64)[idx]

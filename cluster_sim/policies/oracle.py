@@ -58,7 +58,7 @@ from ..cache.hybrid import unbounded_resume_prefix
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT, IN_DRAM, IN_SSD, chunk_of, fa_of, is_state, state_of
 from ..errors import ConfigError
-from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative
+from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, no_victims
 
 _TIERS = (DRAM, SSD)
 FA_USE_MODES = ("path", "hit")
@@ -303,8 +303,7 @@ class OraclePolicy(Policy):
                     for key, tie, p in list(held.values()) + taken + forced:
                         heap.push(p, key, tie)
                     self.c["failed_selects"] += 1
-                    st.shortfall = bytes_needed - freed   # lets the node trim the right amount at once
-                    return []
+                    return no_victims(bytes_needed - freed)   # lets the node trim the right amount at once
             key, tie, p = e
             if pin[p] == cur:
                 held[p] = e

@@ -53,7 +53,7 @@ import numpy as np
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT, chunk_of, fa_of, is_state, twin_state
 from ..errors import ConfigError
-from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, num_param
+from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, no_victims, num_param
 
 _TIERS = (DRAM, SSD)
 _PRIOR_RATE = 1.0 / 600.0
@@ -323,8 +323,7 @@ class WorkloadAwarePolicy(Policy):
                 for p, (cat, key) in skipped.items():
                     queues[cat].push(p, key, p)
                 self.c["failed_selects"] += 1
-                st.shortfall = bytes_needed - freed   # lets the node trim the right amount at once
-                return []
+                return no_victims(bytes_needed - freed)   # lets the node trim the right amount at once
             cat, (sc, _, key, p) = best
             queues[cat].pop()
             held.append((cat, key, p))

@@ -36,7 +36,7 @@ import heapq
 import numpy as np
 
 from ..cache.state import BIT, IN_DRAM, IN_SSD, chunk_of, fa_of, is_state
-from .base import DEMOTE, DRAM, DROP, SSD, Policy, num_param
+from .base import DEMOTE, DRAM, DROP, SSD, Policy, no_victims, num_param
 
 __all__ = ["WriteThroughPolicy", "WriteThroughSelectivePolicy", "gated_select", "select_gated",
            "VictimTally", "renotify_inserted"]
@@ -58,9 +58,9 @@ def gated_select(st, src, tier: int, need: int, admit=None, defer=None, force: b
     skipped otherwise (its descendants are in HBM and will come down through DRAM), or
     demoted too with ``force``. ``defer(p)`` true: the candidate is considered only once
     every other candidate has been. A candidate skipped because of descendants chosen
-    later in the same walk is retried as soon as they are. Atomic: returns ``[]`` and
-    pushes every entry back if ``need`` cannot be freed (setting ``st.shortfall`` as
-    :func:`~.base.lru_select` does, so the node trims the right amount at once).
+    later in the same walk is retried as soon as they are. Atomic: returns an empty
+    selection and pushes every entry back if ``need`` cannot be freed (with its shortfall,
+    as :func:`~.base.lru_select` does, so the node trims the right amount at once).
     """
     bit = BIT[tier]
     gate = tier == DRAM and st.cap[SSD] > 0
@@ -166,8 +166,7 @@ def gated_select(st, src, tier: int, need: int, admit=None, defer=None, force: b
             push(e)
         if forced:
             forced.clear()
-        st.shortfall = need - freed      # lets the node trim the right amount in one step
-        return []
+        return no_victims(need - freed)     # lets the node trim the right amount in one step
     return out
 
 
