@@ -135,7 +135,7 @@ def main():
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1, default=float))
     if args.docs:
-        from reproduce import write_sections
+        from cluster_sim.report import write_sections
         cmd = "python scripts/ftl_study.py --policies " + " ".join(f'"{p}"' if ":" in p else p for p in args.policies)
         if args.traces != list(FTL_TRACES):
             cmd += " --traces " + " ".join(args.traces)
