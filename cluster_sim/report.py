@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +97,15 @@ def load_dir(path: str | Path) -> list[Record]:
         if not isinstance(data, dict) or "fleet" not in data:
             continue
         ep = s.parent / "epochs.parquet"
-        recs.append(Record(data, pq.read_table(ep) if ep.exists() else None, str(s.parent)))
+        rec = Record(data, pq.read_table(ep) if ep.exists() else None, str(s.parent))
+        ov = s.parent / "overrides.yaml"      # the sweep point's own overrides (cluster_sim.sweep)
+        if ov.exists():
+            import yaml
+            try:
+                rec.extra["overrides"] = [str(x) for x in (yaml.safe_load(ov.read_text()) or [])]
+            except yaml.YAMLError:
+                pass
+        recs.append(rec)
     return recs
 
 
@@ -489,18 +499,987 @@ def sweep_figures(recs: Sequence[Record], out_dir: str | Path) -> list[Path]:
     return paths
 
 
+# =========================================================================== a study (many sweeps)
+#
+# A study is a folder of sweeps (each one ``cluster-sim -m`` run, ``hydra.sweep.dir`` below the
+# folder) and a ``study.json`` manifest naming, per sweep folder, its trace, model, sizing and the
+# experiments (tables) each of its points belongs to; a point is told apart by its choice of
+# ``point_group`` in its ``overrides.yaml`` (scripts/reproduce.py writes the manifest; its points
+# are conf/experiment/paper_points). The manifest also names the policy families and labels. The
+# tables and figures below are the paper study's (docs/results.md); ``cluster-sim-report --study
+# DIR [--docs FILE]`` draws them.
+
+GB = 10**9
+
+
+@dataclass
+class StudyPoint:
+    """One finished point of a study: where it sits in the plan, and its summary."""
+    trace: str
+    model: str
+    pol: str
+    sizing: tuple            # ("rel", DRAM fraction of W, SSD fraction of W) | ("abs", DRAM bytes, SSD bytes)
+    warmup_s: float = 0.0
+    nodes: int = 1
+    router: str = ""
+    exps: set = field(default_factory=set)
+    result: dict = field(default_factory=dict)     # {"fleet": ..., "wall_s": ...}
+    overrides: list = field(default_factory=list)
+    source: str = ""
+
+    @property
+    def key(self) -> str:
+        sz = ":".join(f"{x:g}" if isinstance(x, float) else str(x) for x in self.sizing)
+        r = f"|n{self.nodes}:{self.router}" if self.nodes > 1 else ""
+        w = f"|w{self.warmup_s:g}" if self.warmup_s else ""
+        return f"{self.trace}|{self.model}|{sz}{w}{r}|{self.pol}"
+
+
+class Study:
+    """The manifest of a study and its finished points (iterating gives the points)."""
+
+    def __init__(self, manifest: dict, points: Sequence[StudyPoint]):
+        self.manifest = manifest
+        self.points = list(points)
+        m = manifest
+        self.traces = dict(m.get("traces") or {})
+        self.main_model = m["main_model"]
+        self.models = list(m.get("models") or [self.main_model])
+        self.routers = list(m.get("routers") or [])
+        sz = {k: tuple(v) for k, v in (m.get("sizings") or {}).items()}
+        self.sizings = sz
+        self.r10, self.r40 = sz.get("r10"), sz.get("r40")
+        self.a10, self.a40 = sz.get("a10"), sz.get("a40")
+        self._names = {tuple(sz[k]): n for k, n in (m.get("sizing_names") or {}).items() if k in sz}
+        cap = m.get("capacity") or {}
+        self.cap_total = float(cap.get("total", 0.41))
+        self.cap_dram = tuple(cap.get("dram") or ())
+        self.cap_years = float(m.get("lifetime_cap_years", 1000.0))
+        self.labels = {k: tuple(v) for k, v in (m.get("labels") or {}).items()}   # key -> (family, parameter label)
+        self.order = list(self.labels)
+        self.short = dict(m.get("short") or {})
+        self.variants = list(m.get("variants") or [])
+        self.where_pols = tuple(m.get("where_pols") or ())
+        self.baseline_families = tuple(m.get("baseline_families") or ())
+        self.candidate_prefix = str(m.get("candidate_prefix", "gandalf"))
+        self.alphas = {k: float(v) for k, v in (m.get("alphas") or {}).items()}
+        self.chunk_tokens = int(m.get("chunk_tokens", 512))
+
+    def __iter__(self):
+        return iter(self.points)
+
+    def __len__(self):
+        return len(self.points)
+
+    def family(self, pol: str) -> str:
+        return self.labels.get(pol, (pol, ""))[0]
+
+    def param_label(self, pol: str) -> str:
+        return self.labels.get(pol, (pol, ""))[1]
+
+    def label(self, pol: str) -> str:
+        f, p = self.labels.get(pol, (pol, ""))
+        return f"{f} {p}".strip()
+
+    def is_gandalf(self, pol: str) -> bool:
+        return self.family(pol).startswith(self.candidate_prefix)
+
+    def is_baseline(self, pol: str) -> bool:
+        return self.family(pol) in self.baseline_families
+
+    def alpha_of(self, pol: str) -> float | None:
+        return self.alphas.get(pol)
+
+    def sizing_name(self, sz) -> str:
+        sz = tuple(sz)
+        if sz in self._names:
+            return self._names[sz]
+        if sz and sz[0] == "rel":
+            return f"DRAM {sz[1] * 100:g}% W : SSD {sz[2] * 100:g}% W"
+        return f"DRAM {sz[1] / GB:g} GB : SSD {sz[2] / GB:g} GB"
+
+
+def _choice(overrides: Sequence[str], group: str) -> str | None:
+    for o in overrides:
+        k, _, v = o.partition("=")
+        if k.lstrip("+~") == group:
+            return v
+    return None
+
+
+def load_study(path: str | Path) -> Study:
+    """The manifest ``study.json`` of a study folder and every finished point of its sweeps."""
+    root = Path(path)
+    mf = root / "study.json"
+    if not mf.is_file():
+        from .errors import UserError
+        raise UserError(f"{root}: not a study folder (no study.json; scripts/reproduce.py writes it)")
+    manifest = json.loads(mf.read_text())
+    group = manifest.get("point_group", "experiment/paper_points")
+    pts: list[StudyPoint] = []
+    for s in manifest.get("settings") or []:
+        for rec in load_dir(root / s["dir"]):
+            ov = rec.extra.get("overrides") or []
+            pol = _choice(ov, group)
+            if pol is None:
+                continue
+            cfg = rec.config
+            fl = cfg.get("fleet") or {}
+            nodes = int(fl.get("nodes") or 1)
+            exps = set((s.get("exps") or {}).get(pol) or s.get("all_exps") or [])
+            run = rec.summary.get("run") or {}
+            wall = float(rec.fleet.get("sim_wall_s", 0.0)) + float(run.get("floor_wall_s", 0.0))
+            pts.append(StudyPoint(s["trace"], s["model"], pol, tuple(s["sizing"]),
+                                  float((cfg.get("workload") or {}).get("warmup_s") or 0.0), nodes,
+                                  str(fl.get("router") or "") if nodes > 1 else "", exps,
+                                  {"fleet": rec.fleet, "wall_s": wall}, list(ov), rec.source))
+    return Study(manifest, pts)
+
+
+
+def best_baseline_for(st, rows, gpol: str) -> str:
+    """The longest-lived baseline whose miss ratio is at most gandalf(gpol)'s + 0.01 (else the
+    lowest-miss baseline)."""
+    g = dict(rows).get(gpol)
+    base = [(p, f) for p, f in rows if st.is_baseline(p)]
+    if g is not None:
+        ok = [(p, f) for p, f in base if f["chunk_miss_ratio"] <= g["chunk_miss_ratio"] + 0.01]
+        if ok:
+            return max(ok, key=lambda x: (x[1]["ssd_lifetime_years"], -x[1]["chunk_miss_ratio"]))[0]
+    return min(base, key=lambda x: x[1]["chunk_miss_ratio"])[0]
+
+
+def iso_miss(st, rows, slack=0.01):
+    """For each gandalf row: (pol, f, baseline pol or None, ratio)."""
+    base = [(p, f) for p, f in rows if st.is_baseline(p)]
+    out = []
+    for p, f in rows:
+        if not st.is_gandalf(p):
+            continue
+        ok = [(b, g) for b, g in base if g["chunk_miss_ratio"] <= f["chunk_miss_ratio"] + slack]
+        if not ok:
+            out.append((p, f, None, None))
+            continue
+        b, g = max(ok, key=lambda x: (x[1]["ssd_lifetime_years"], -x[1]["chunk_miss_ratio"]))
+        out.append((p, f, b, f["ssd_lifetime_years"] / g["ssd_lifetime_years"]))
+    return out
+
+
+def select(st, **kw):
+    out = []
+    for p in st:
+        if all((kw[k] in p.exps) if k == "exp" else getattr(p, k) == v for k, v in kw.items()):
+            out.append(p)
+    return out
+
+
+def rows_of(pts):
+    return [(p.pol, p.result["fleet"]) for p in pts]
+
+
+def analyse(st, traces_info, ws):
+    A: dict = {"traces": traces_info, "working_sets_bytes": ws, "groups": {}}
+    for t in traces_info:
+        for sz in (st.r10, st.r40, st.a10, st.a40):
+            for wu in sorted({p.warmup_s for p in st if p.trace == t}):
+                pts = select(st, trace=t, sizing=sz, warmup_s=wu, model=st.main_model, nodes=1)
+                if not pts:
+                    continue
+                rows = rows_of(pts)
+                iso = iso_miss(st, rows)
+                gl = [(p, f) for p, f in rows if st.family(p) == "gandalf"]
+                bl = [(p, f) for p, f in rows if st.is_baseline(p)]
+                low = None
+                if gl and bl:   # the paper's "at its lowest miss ratio ... over the lowest-miss baseline"
+                    gp, gf = min(gl, key=lambda x: x[1]["chunk_miss_ratio"])
+                    bp, bf = min(bl, key=lambda x: x[1]["chunk_miss_ratio"])
+                    low = {"gandalf": gp, "baseline": bp, "ratio": gf["ssd_lifetime_years"] / bf["ssd_lifetime_years"],
+                           "miss_g": gf["chunk_miss_ratio"], "miss_b": bf["chunk_miss_ratio"]}
+                A["groups"][f"{t}|{st.sizing_name(sz)}|w{wu:g}"] = {
+                    "trace": t, "sizing": st.sizing_name(sz), "warmup_s": wu,
+                    "rows": {p: f for p, f in rows},
+                    "iso": [{"gandalf": g, "baseline": b, "ratio": r, "miss": f["chunk_miss_ratio"],
+                             "life": f["ssd_lifetime_years"]} for g, f, b, r in iso],
+                    "lowest_miss": low,
+                }
+    return A
+
+
+# --------------------------------------------------------------------------- figures
+
+def _plt_study():
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "legend.fontsize": 7.5})
+    return plt
+
+
+FAM_STYLE = {"LRU": ("C0", "s"), "LRU-K": ("C1", "^"), "HotPrefix": ("C2", "v"), "Marconi": ("C4", "D"),
+             "Workload-aware": ("C5", "P"), "DynamicRandom": ("C7", "X"), "oracle": ("k", "*"),
+             "gandalf": ("C3", "o"), "gandalf (population)": ("C6", "o"), "gandalf (variant)": ("C9", "h")}
+
+
+def _style(fam: str) -> tuple[str, str]:
+    """(colour, marker) of a policy family; a family the table does not know gets grey circles."""
+    return FAM_STYLE.get(fam, ("C8", "o"))
+
+
+def _life_axis(ax, values):
+    v = [x for x in values if x and x > 0]
+    if v and max(v) / min(v) >= 10:
+        ax.set_yscale("log")
+    ax.set_ylabel("SSD lifetime (years, log)" if ax.get_yscale() == "log" else "SSD lifetime (years)")
+
+
+def _save(fig, path):
+    """PNG at 90 dpi, quantised to a 96-colour palette (keeps every figure well under 150 kB)."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=90, format="png")
+    plt.close(fig)
+    buf.seek(0)
+    Image.open(buf).convert("RGB").quantize(colors=96, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+    return path
+
+
+def fig_frontier(st, t, title, path, sizings=None):
+    sizings = sizings or (st.r10, st.r40)
+    plt = _plt_study()
+    sizings = [sz for sz in sizings if select(st, trace=t, sizing=sz, warmup_s=0.0, model=st.main_model, nodes=1)]
+    if not sizings:
+        return None
+    fig, axes = plt.subplots(1, len(sizings), figsize=(6.2 * len(sizings), 4.6), squeeze=False)
+    for ax, sz in zip(axes[0], sizings):
+        pts = select(st, trace=t, sizing=sz, warmup_s=0.0, model=st.main_model, nodes=1)
+        by: dict = {}
+        for p in pts:
+            by.setdefault(st.family(p.pol), []).append(p)
+        lifes = []
+        for fam, ps in by.items():
+            c, m = _style(fam)
+            ps.sort(key=lambda p: p.result["fleet"]["chunk_miss_ratio"])
+            x = [p.result["fleet"]["chunk_miss_ratio"] for p in ps]
+            y = [p.result["fleet"]["ssd_lifetime_years"] for p in ps]
+            lifes += y
+            ls = "-" if fam in ("gandalf", "gandalf (population)") else "none"
+            ax.plot(x, y, marker=m, ls=ls, color=c, ms=9 if fam == "oracle" else 6, label=fam, lw=1, alpha=0.9)
+            for p, xi, yi in zip(ps, x, y):
+                lab = st.short.get(p.pol, st.param_label(p.pol))
+                if lab:
+                    ax.annotate(lab, (xi, yi), textcoords="offset points", xytext=(4, 3), fontsize=6.5, color=c)
+        _life_axis(ax, lifes)
+        ax.set_xlabel("chunk miss ratio (fraction of requested full chunks)")
+        ax.set_title(f"{st.sizing_name(sz)}", fontsize=9.5)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="best", ncol=2)
+    fig.suptitle(f"SSD lifetime vs miss ratio — {title} (up and left is better)", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def fig_alpha(st, tinfo, path):
+    plt = _plt_study()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    lifes, any_ = [], False
+    for i, t in enumerate(tinfo):
+        for sz, ls in ((st.r10, "-"), (st.r40, "--")):
+            for fam in ("gandalf", "gandalf (population)"):
+                ps = [p for p in select(st, trace=t, sizing=sz, warmup_s=0.0, model=st.main_model, nodes=1)
+                      if st.family(p.pol) == fam and st.alpha_of(p.pol) is not None]
+                if len(ps) < 2:
+                    continue
+                any_ = True
+                ps.sort(key=lambda p: st.alpha_of(p.pol))
+                x = [max(st.alpha_of(p.pol), 0.25) for p in ps]   # α=0 drawn at 0.25 on the log axis
+                life = [p.result["fleet"]["ssd_lifetime_years"] for p in ps]
+                miss = [p.result["fleet"]["chunk_miss_ratio"] for p in ps]
+                lifes += life
+                lab = f"{t}, {'1:10' if sz == st.r10 else '1:40'}, {'rate' if fam == 'gandalf' else 'population'}"
+                mk = "o" if fam == "gandalf" else "s"
+                a1.plot(x, life, ls=ls, marker=mk, color=f"C{i}", label=lab, alpha=0.9 if fam == "gandalf" else 0.6)
+                a2.plot(x, miss, ls=ls, marker=mk, color=f"C{i}", label=lab, alpha=0.9 if fam == "gandalf" else 0.6)
+    if not any_:
+        plt.close(fig)
+        return None
+    for ax in (a1, a2):
+        ax.set_xscale("log")
+        ax.minorticks_off()
+        ax.set_xticks([0.25, 1, 4, 16, 64])
+        ax.set_xticklabels(["0", "1", "4", "16", "64"])
+        ax.set_xlabel("α (write-fee multiplier, log; α=0 drawn at 0.25)")
+        ax.grid(True, which="both", alpha=0.3)
+    _life_axis(a1, lifes)
+    a2.set_ylabel("chunk miss ratio")
+    a1.set_title("lifetime vs α")
+    a2.set_title("miss ratio vs α")
+    a2.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def fig_capacity(st, tinfo, path):
+    plt = _plt_study()
+    ts = [t for t in tinfo if select(st, trace=t, exp="capacity")]
+    if not ts:
+        return None
+    fig, axes = plt.subplots(len(ts), 2, figsize=(11, 3.7 * len(ts)), squeeze=False)
+    for row, t in zip(axes, ts):
+        pts = select(st, trace=t, exp="capacity")
+        by: dict = {}
+        for p in pts:
+            by.setdefault(p.pol, []).append(p)
+        lifes = []
+        for pol, ps in by.items():
+            ps.sort(key=lambda p: p.sizing[1])
+            x = [p.sizing[1] / st.cap_total * 100 for p in ps]
+            c, m = _style(st.family(pol))
+            if pol.startswith("gp"):
+                c = _style("gandalf (population)")[0]
+            life = [p.result["fleet"]["ssd_lifetime_years"] for p in ps]
+            lifes += life
+            row[0].plot(x, [p.result["fleet"]["chunk_miss_ratio"] for p in ps], marker=m, color=c, label=st.label(pol))
+            row[1].plot(x, life, marker=m, color=c, label=st.label(pol))
+        ticks = sorted({p.sizing[1] / st.cap_total * 100 for p in pts})
+        for ax in row:
+            ax.set_xscale("log")
+            ax.minorticks_off()
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([f"{v:.2g}" for v in ticks])
+            ax.set_xlabel("DRAM share of DRAM+SSD (%, log; DRAM+SSD fixed at 41% W)")
+            ax.grid(True, which="both", alpha=0.3)
+        row[0].set_ylabel("chunk miss ratio")
+        _life_axis(row[1], lifes)
+        row[0].set_title(f"{t}: miss ratio vs DRAM/SSD split")
+        row[1].set_title(f"{t}: lifetime vs DRAM/SSD split")
+        row[0].legend(loc="best")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def fig_models(st, tinfo, path):
+    plt = _plt_study()
+    import numpy as np
+    ts = [t for t in tinfo if select(st, trace=t, exp="models")]
+    if not ts:
+        return None
+    fig, axes = plt.subplots(len(ts), 2, figsize=(11, 3.8 * len(ts)), squeeze=False)
+    for row, t in zip(axes, ts):
+        pts = select(st, trace=t, exp="models")
+        models = [m for m in st.models if any(p.model == m for p in pts)]
+        pols = [q for q in ("lru", "lruk2", "hp2", "g1", "gp1") if any(p.pol == q for p in pts)]
+        wbar = 0.8 / max(len(pols), 1)
+        lifes = []
+        for j, pol in enumerate(pols):
+            c, _ = _style(st.family(pol))
+            life, miss = [], []
+            for m in models:
+                q = [p for p in pts if p.model == m and p.pol == pol]
+                life.append(q[0].result["fleet"]["ssd_lifetime_years"] if q else np.nan)
+                miss.append(q[0].result["fleet"]["chunk_miss_ratio"] if q else np.nan)
+            lifes += life
+            x = np.arange(len(models)) + (j - (len(pols) - 1) / 2) * wbar
+            row[0].bar(x, life, wbar, color=c, label=st.label(pol), alpha=0.6 if pol == "gp1" else 0.9,
+                       hatch="//" if pol == "gp1" else None)
+            row[1].bar(x, miss, wbar, color=c, label=st.label(pol), alpha=0.6 if pol == "gp1" else 0.9,
+                       hatch="//" if pol == "gp1" else None)
+        for ax in row:
+            ax.set_xticks(range(len(models)))
+            ax.set_xticklabels(models, fontsize=7.5)
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+        _life_axis(row[0], [x for x in lifes if x == x])
+        row[1].set_ylabel("chunk miss ratio")
+        row[0].set_title(f"{t}: lifetime by model (DRAM 1% W : SSD 10% W of each model)")
+        row[1].set_title(f"{t}: miss ratio by model")
+        row[1].legend(loc="lower right")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+
+
+def where_rows(st, t, model_derived):
+    out = []
+    pts = select(st, trace=t, sizing=st.r10, warmup_s=0.0, model=st.main_model, nodes=1)
+    fa_chunk = model_derived["kv_bytes_per_token_full"] * st.chunk_tokens
+    state_b = model_derived["linear_state_bytes"]
+    for pol in st.where_pols:
+        q = [p for p in pts if p.pol == pol]
+        if not q:
+            continue
+        f = q[0].result["fleet"]
+        ns = f["ssd_bytes_written_state"] / state_b if state_b else 0
+        nf = f["ssd_bytes_written_fa"] / fa_chunk
+        hits_fa = f["hits_hbm_fa"] + f["hits_dram_fa"] + f["hits_ssd_fa"]
+        hits_st = f["hits_hbm_state"] + f["hits_dram_state"] + f["hits_ssd_state"]
+        out.append({"pol": pol, "states_written": ns, "state_hit_frac": f["ssd_write_hit_fraction_state"],
+                    "fa_written": nf, "fa_hit_frac": f["ssd_write_hit_fraction_fa"],
+                    "fa_hits_ssd_share": f["hits_ssd_fa"] / hits_fa if hits_fa else 0.0,
+                    "state_hits_dram_share": f["hits_dram_state"] / hits_st if hits_st else 0.0,
+                    "hits": {k: f[k] for k in ("hits_dram_fa", "hits_ssd_fa", "hits_dram_state", "hits_ssd_state")}})
+    return out
+
+
+def fig_where(st, tinfo, derived, path):
+    plt = _plt_study()
+    import numpy as np
+    ts = [t for t in tinfo if where_rows(st, t, derived)]
+    if not ts:
+        return None
+    fig, axes = plt.subplots(len(ts), 3, figsize=(14, 3.9 * len(ts)), squeeze=False)
+    for row, t in zip(axes, ts):
+        rows = where_rows(st, t, derived)
+        names = [st.label(r["pol"]).replace("gandalf (population)", "gandalf pop.") for r in rows]
+        x = np.arange(len(rows))
+        for ax, key, hk, ttl in ((row[0], "states_written", "state_hit_frac", "linear states written to SSD"),
+                                 (row[1], "fa_written", "fa_hit_frac", "FA chunks written to SSD")):
+            vals = [r[key] for r in rows]
+            ax.bar(x, vals, color=[_style(st.family(r["pol"]))[0] for r in rows])
+            for xi, v, r in zip(x, vals, rows):
+                ax.annotate(f"{r[hk] * 100:.0f}% hit", (xi, v), ha="center", va="bottom", fontsize=7)
+            if max(vals) > 0 and min(v for v in vals if v > 0) * 30 < max(vals) if any(v > 0 for v in vals) else False:
+                ax.set_yscale("log")
+            ax.set_ylabel("count (payloads)")
+            ax.set_title(f"{t}: {ttl} (label: share later hit on SSD)", fontsize=8.5)
+            ax.set_xticks(x)
+            ax.set_xticklabels(names, rotation=25, ha="right", fontsize=7)
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+        ax = row[2]
+        bottom = np.zeros(len(rows))
+        for k, c, lab in (("hits_dram_fa", "#2166ac", "FA from DRAM"), ("hits_ssd_fa", "#b2182b", "FA from SSD"),
+                          ("hits_dram_state", "#92c5de", "STATE from DRAM"),
+                          ("hits_ssd_state", "#f4a582", "STATE from SSD")):
+            v = np.array([r["hits"][k] for r in rows], dtype=float)
+            ax.bar(x, v, bottom=bottom, color=c, label=lab)
+            bottom += v
+        ax.set_ylabel("hits (payloads reused)")
+        ax.set_title(f"{t}: hits by tier and payload kind", fontsize=8.5)
+        ax.set_xticks(x)
+        ax.set_xticklabels(names, rotation=25, ha="right", fontsize=7)
+        ax.legend(fontsize=7)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def fig_latency_cost(st, tinfo, path):
+    plt = _plt_study()
+    import numpy as np
+    ts = [t for t in tinfo if select(st, trace=t, sizing=st.r10, warmup_s=0.0, model=st.main_model, nodes=1)]
+    if not ts:
+        return None
+    fig, axes = plt.subplots(len(ts), 2, figsize=(12, 4.0 * len(ts)), squeeze=False)
+    for row, t in zip(axes, ts):
+        pts = select(st, trace=t, sizing=st.r10, warmup_s=0.0, model=st.main_model, nodes=1)
+        lifes = []
+        seen = set()
+        for p in sorted(pts, key=lambda p: p.pol):
+            f = p.result["fleet"]
+            c, m = _style(st.family(p.pol))
+            fam = st.family(p.pol)
+            row[0].plot(f["load_latency_mean_s"] * 1e3, f["ssd_lifetime_years"], marker=m, color=c, ls="none",
+                        label=None if fam in seen else fam)
+            seen.add(fam)
+            lifes.append(f["ssd_lifetime_years"])
+            if st.param_label(p.pol):
+                row[0].annotate(st.short.get(p.pol, st.param_label(p.pol)), (f["load_latency_mean_s"] * 1e3, f["ssd_lifetime_years"]),
+                                textcoords="offset points", xytext=(3, 3), fontsize=6, color=c)
+        _life_axis(row[0], lifes)
+        row[0].set_xlabel("mean cache load latency per request (ms: DRAM/SSD load + recompute of misses)")
+        row[0].set_title(f"{t}: lifetime vs cache load latency")
+        row[0].grid(True, which="both", alpha=0.3)
+        row[0].legend(fontsize=7, ncol=2)
+        ps = sorted(pts, key=lambda p: p.result["fleet"]["cost_per_1k_requests_usd"])
+        x = np.arange(len(ps))
+        rec = [p.result["fleet"]["cost_per_1k_requests_recompute_usd"] for p in ps]
+        wear = [p.result["fleet"]["cost_per_1k_requests_wear_usd"] for p in ps]
+        row[1].bar(x, rec, color="#4575b4", label="recompute (GPU time of misses)")
+        row[1].bar(x, wear, bottom=rec, color="#d73027", label="SSD wear")
+        row[1].set_xticks(x)
+        row[1].set_xticklabels([st.label(p.pol).replace("gandalf (population)", "gandalf pop.") for p in ps],
+                               rotation=60, ha="right", fontsize=6.5)
+        row[1].set_ylabel("cost per 1k requests (USD)")
+        row[1].set_title(f"{t}: cost per 1k requests (sorted)")
+        row[1].legend(fontsize=7)
+        row[1].grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def fig_fleet(st, tinfo, path):
+    plt = _plt_study()
+    import numpy as np
+    ts = [t for t in tinfo if select(st, trace=t, exp="fleet")]
+    if not ts:
+        return None
+    fig, axes = plt.subplots(len(ts), 3, figsize=(14, 3.6 * len(ts)), squeeze=False)
+    for row, t in zip(axes, ts):
+        pts = select(st, trace=t, exp="fleet")
+        routers = [r for r in st.routers if any(p.router == r for p in pts)]
+        pols = list(dict.fromkeys(p.pol for p in sorted(pts, key=lambda p: not st.is_gandalf(p.pol))))
+        w = 0.8 / len(pols)
+        for j, pol in enumerate(pols):
+            c, _ = _style(st.family(pol))
+            get = {p.router: p.result["fleet"] for p in pts if p.pol == pol}
+            x = np.arange(len(routers)) + (j - (len(pols) - 1) / 2) * w
+            for ax, k in zip(row, ("fleet_ssd_replacement_usd_per_year", "wear_imbalance", "chunk_miss_ratio")):
+                ax.bar(x, [get.get(r, {}).get(k, np.nan) for r in routers], w, color=c, label=st.label(pol))
+        for ax, yl in zip(row, ("fleet SSD replacement (USD / year)", "wear imbalance (max / mean node bytes)",
+                                "chunk miss ratio")):
+            ax.set_xticks(range(len(routers)))
+            ax.set_xticklabels(routers, rotation=20, fontsize=7.5)
+            ax.set_ylabel(yl)
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+        vals = [p.result["fleet"]["fleet_ssd_replacement_usd_per_year"] for p in pts]
+        if vals and min(vals) > 0 and max(vals) / min(vals) >= 10:
+            row[0].set_yscale("log")
+        row[0].set_title(f"{t}: 8 nodes, SSD replacement $/year")
+        row[1].set_title(f"{t}: wear imbalance")
+        row[2].set_title(f"{t}: miss ratio")
+        row[0].legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------- tables (markdown)
+
+def _f(x, nd=3):
+    if x is None:
+        return "—"
+    if isinstance(x, float) and (math.isinf(x) or math.isnan(x)):
+        return "—"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.{nd}g}" if abs(x) < 1 else f"{x:.{nd}g}"
+
+
+def md_e2e(st, A, t):
+    out = []
+    for gk, g in A["groups"].items():
+        if g["trace"] != t:
+            continue
+        wl = f", warm-up {g['warmup_s']:g} s excluded" if g["warmup_s"] else ""
+        out.append(f"\n**{t}, {g['sizing']}{wl}**\n")
+        out.append("| policy | lifetime (y) | chunk miss | SSD written FA / STATE (GB) | SSD write-hit frac. | "
+                   "load latency (ms) | $/1k req (recompute + wear) |")
+        out.append("|---|---|---|---|---|---|---|")
+        for pol in st.order:
+            f = g["rows"].get(pol)
+            if f is None:
+                continue
+            life = "cap (writes nothing)" if f["ssd_lifetime_years"] >= st.cap_years else _f(f["ssd_lifetime_years"])
+            out.append(f"| {st.label(pol)} | {life} | {f['chunk_miss_ratio']:.4f} | "
+                       f"{f['ssd_bytes_written_fa'] / GB:,.1f} / {f['ssd_bytes_written_state'] / GB:,.1f} | "
+                       f"{f['ssd_write_hit_fraction']:.3f} | {f['load_latency_mean_s'] * 1e3:.1f} | "
+                       f"{f['cost_per_1k_requests_usd']:.3f} ({f['cost_per_1k_requests_recompute_usd']:.3f} + "
+                       f"{f['cost_per_1k_requests_wear_usd']:.3f}) |")
+        if g["rows"]:
+            fl = next(iter(g["rows"].values()))["miss_ratio_floor"]
+            out.append(f"\nInfinite-cache miss floor: {fl:.4f}.")
+        iso = [x for x in g["iso"]]
+        if iso:
+            out.append("\nLifetime ratio at iso-miss (gandalf over the longest-lived baseline with miss ≤ "
+                       "gandalf's + 0.01):\n")
+            out.append("| gandalf point | miss | lifetime (y) | vs baseline | ratio |")
+            out.append("|---|---|---|---|---|")
+            for x in iso:
+                out.append(f"| {st.label(x['gandalf'])} | {x['miss']:.4f} | {_f(x['life'])} | "
+                           f"{st.label(x['baseline']) if x['baseline'] else 'none within +0.01'} | "
+                           f"{_f(x['ratio']) + '×' if x['ratio'] is not None else '—'} |")
+        if g["lowest_miss"]:
+            lm = g["lowest_miss"]
+            out.append(f"\nAt the lowest miss ratio: {st.label(lm['gandalf'])} (miss {lm['miss_g']:.4f}) vs "
+                       f"{st.label(lm['baseline'])} (miss {lm['miss_b']:.4f}): lifetime ×{_f(lm['ratio'])}.")
+    return "\n".join(out)
+
+
+def headline(st, A, t, sizing=None, warm=0.0, fam="gandalf"):
+    sizing = sizing or st.r10
+    g = A["groups"].get(f"{t}|{st.sizing_name(sizing)}|w{warm:g}")
+    if not g:
+        return None
+    iso = [x for x in g["iso"] if x["ratio"] is not None and st.family(x["gandalf"]) == fam and x["life"] < st.cap_years]
+    best = max(iso, key=lambda x: x["ratio"], default=None)
+    a1 = next((x for x in g["iso"] if x["gandalf"] == ("g1" if fam == "gandalf" else "gp1")), None)
+    return {"best": best, "alpha1": a1, "lowest": g["lowest_miss"]}
+
+
+def _warm(st, t) -> float:
+    return max((p.warmup_s for p in st if p.trace == t), default=0.0)
+
+
+def md_side_by_side(A, st, derived):
+    L = ["| claim (paper §) | paper | ours: " + " | ours: ".join(A["traces"]) + " |",
+         "|---|---|" + "---|" * len(A["traces"])]
+
+    def cell(fn):
+        return " | ".join(fn(t) for t in A["traces"])
+
+    def iso_best(t, fam="gandalf", sz=None, w=0.0):
+        h = headline(st, A, t, sz, w, fam)
+        if not h or not h["best"]:
+            return "—" if not h else "no baseline within +0.01"
+        b = h["best"]
+        return f"{b['ratio']:.2f}× ({st.label(b['gandalf'])} vs {st.label(b['baseline'])}, miss {b['miss']:.3f})"
+
+    def iso_a1(t, fam="gandalf"):
+        h = headline(st, A, t, fam=fam)
+        if not h or not h["alpha1"]:
+            return "—"
+        a = h["alpha1"]
+        return (f"{a['ratio']:.2f}× vs {st.label(a['baseline'])}" if a["ratio"] is not None else
+                "no baseline within +0.01") + f" (miss {a['miss']:.3f}, {a['life']:.3g} y)"
+
+    def lowest(t):
+        h = headline(st, A, t)
+        if not h or not h["lowest"]:
+            return "—"
+        lm = h["lowest"]
+        return f"{lm['ratio']:.2f}× ({lm['miss_g']:.3f} vs {lm['miss_b']:.3f})"
+
+    L.append(f"| lifetime at iso-miss, best gandalf point that writes to the SSD, 1:10 (§5.2, §7) | 2–7.3× (7.3× mean) | "
+             f"{cell(iso_best)} |")
+    L.append(f"| ... gandalf (population), 1:10 | — (ours) | {cell(lambda t: iso_best(t, 'gandalf (population)'))} |")
+    L.append(f"| ... best gandalf point, 1:40 (100 GB : 4 TB) | 2–7.3× | {cell(lambda t: iso_best(t, sz=st.r40))} |")
+    L.append(f"| ... best gandalf point, 1:10, warm-up excluded | — | "
+             f"{cell(lambda t: iso_best(t, w=_warm(st, t)) if _warm(st, t) else '—')} |")
+    L.append(f"| gandalf α=1 at iso-miss, 1:10 | 4.2× vs LRU (§5.8), 7.6× vs HotPrefix F=1 (§5.7) | "
+             f"{cell(iso_a1)} |")
+    L.append(f"| lowest-miss gandalf vs lowest-miss baseline | 2× TraceA, 3.3× ClaudeCode | {cell(lowest)} |")
+
+    def alpha_span(t):
+        g = A["groups"].get(f"{t}|{st.sizing_name(st.r10)}|w0")
+        if not g or "g1" not in g["rows"] or "g64" not in g["rows"]:
+            return "—"
+        a, b = g["rows"]["g1"], g["rows"]["g64"]
+        capped = " (α=64 writes nothing: lifetime at the 1000-y cap)" if b["ssd_lifetime_years"] >= st.cap_years else ""
+        return (f"{b['ssd_lifetime_years'] / a['ssd_lifetime_years']:.3g}×, "
+                f"miss {b['chunk_miss_ratio'] - a['chunk_miss_ratio']:+.3f}{capped}")
+    L.append(f"| α 1 → 64: lifetime gain, miss change (§5.4) | 6.5× / +0.016 TraceA; 2.3× / +0.071 ClaudeCode | "
+             f"{cell(alpha_span)} |")
+
+    def states(t):
+        rows = {r["pol"]: r for r in where_rows(st, t, derived)}
+        if "lruk1" not in rows or "g1" not in rows:
+            return "—"
+        a, b = rows["lruk1"], rows["g1"]
+        ratio = a["states_written"] / b["states_written"] if b["states_written"] else float("inf")
+        more = f"{ratio:.1f}× fewer" if ratio >= 1 else f"{1 / ratio:.2f}× more"
+        return (f"{more} ({b['states_written']:,.0f} vs {a['states_written']:,.0f}); "
+                f"{b['state_hit_frac'] * 100:.0f}% vs {a['state_hit_frac'] * 100:.0f}% hit on SSD")
+    L.append(f"| linear states written, gandalf α=1 vs LRU-K K=1 (§5.6) | 8.8× fewer; 57% vs 21% hit | "
+             f"{cell(states)} |")
+
+    def fa(t):
+        rows = {r["pol"]: r for r in where_rows(st, t, derived)}
+        if "lruk1" not in rows or "g1" not in rows:
+            return "—"
+        a, b = rows["lruk1"], rows["g1"]
+        if not a["fa_written"]:
+            return "—"
+        d = (1 - b["fa_written"] / a["fa_written"]) * 100
+        return f"{d:.0f}% fewer" if d >= 0 else f"{-d:.0f}% more"
+    L.append(f"| FA chunks written, gandalf vs LRU-K K=1 (§5.6) | 33% fewer | {cell(fa)} |")
+
+    def tiers(t):
+        rows = {r["pol"]: r for r in where_rows(st, t, derived)}
+        if "g1" not in rows or "lruk2" not in rows:
+            return "—"
+        g, k = rows["g1"], rows["lruk2"]
+        return (f"{g['fa_hits_ssd_share'] * 100:.0f}% / {g['state_hits_dram_share'] * 100:.0f}% vs "
+                f"{k['fa_hits_ssd_share'] * 100:.0f}% / {k['state_hits_dram_share'] * 100:.0f}%")
+    L.append(f"| FA hits from SSD / STATE hits from DRAM, gandalf vs LRU-K (§5.6) | 87% / 90% vs 74% / 67% | "
+             f"{cell(tiers)} |")
+
+    def cost(t):
+        g = A["groups"].get(f"{t}|{st.sizing_name(st.r10)}|w0")
+        if not g or "g1" not in g["rows"]:
+            return "—"
+        base = [(p, f) for p, f in g["rows"].items() if st.is_baseline(p)]
+        bp, bf = min(base, key=lambda x: x[1]["cost_per_1k_requests_usd"])
+        gf = g["rows"]["g1"]
+        return (f"${gf['cost_per_1k_requests_usd']:.3f} vs ${bf['cost_per_1k_requests_usd']:.3f} ({st.label(bp)}); "
+                f"wear ${gf['cost_per_1k_requests_wear_usd']:.3f} vs ${bf['cost_per_1k_requests_wear_usd']:.3f}")
+    L.append(f"| cost per 1k requests, gandalf α=1 vs cheapest baseline (§5.8) | $0.30 vs $0.74 (LRU-K K=2); "
+             f"wear $0.16 vs $0.49–0.73 | {cell(cost)} |")
+
+    def lat(t):
+        g = A["groups"].get(f"{t}|{st.sizing_name(st.r10)}|w0")
+        if not g or "g1" not in g["rows"] or "lru" not in g["rows"]:
+            return "—"
+        a, b = g["rows"]["g1"], g["rows"]["lru"]
+        return (f"{a['load_latency_mean_s'] * 1e3:.0f} ms vs {b['load_latency_mean_s'] * 1e3:.0f} ms; lifetime "
+                f"{a['ssd_lifetime_years'] / b['ssd_lifetime_years']:.1f}×")
+    L.append(f"| load latency, gandalf α=1 vs LRU (§5.8) | 0.78 s vs 0.66 s; 4.2× lifetime | {cell(lat)} |")
+
+    def models(t):
+        out = []
+        for m in st.models:
+            ps = {p.pol: p.result["fleet"] for p in select(st, trace=t, exp="models") if p.model == m}
+            if "g1" in ps and "lruk2" in ps and "hp2" in ps:
+                out.append(f"{m.split('_')[0]} {ps['g1']['ssd_lifetime_years'] / ps['hp2']['ssd_lifetime_years']:.2g}"
+                           f"/{ps['g1']['ssd_lifetime_years'] / ps['lruk2']['ssd_lifetime_years']:.2g}")
+        return "; ".join(out) or "—"
+    L.append(f"| lifetime vs HotPrefix / vs LRU-K across 4 models (§5.5) | 3.6–7.1× / 3.6–6.6× | {cell(models)} |")
+    return "\n".join(L)
+
+
+def md_capacity(st, A):
+    out = ["| trace | policy | " + " | ".join(f"DRAM {d * 100:g}% W" for d in st.cap_dram) + " |",
+           "|---|---|" + "---|" * len(st.cap_dram)]
+    for t in A["traces"]:
+        pts = select(st, trace=t, exp="capacity")
+        for pol in dict.fromkeys(p.pol for p in pts):
+            cells = []
+            for d in st.cap_dram:
+                q = [p for p in pts if p.pol == pol and abs(p.sizing[1] - d) < 1e-9]
+                cells.append(f"{q[0].result['fleet']['chunk_miss_ratio']:.3f} / "
+                             f"{_f(q[0].result['fleet']['ssd_lifetime_years'])} y" if q else "—")
+            out.append(f"| {t} | {st.label(pol)} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n\nCells: chunk miss ratio / SSD lifetime. DRAM + SSD = 41% W."
+
+
+def md_models(st, A):
+    out = ["| trace | model | W (GB) | " + " | ".join(st.label(q) for q in ("lru", "lruk2", "hp2", "g1", "gp1")) + " |",
+           "|---|---|---|" + "---|" * 5]
+    for t in A["traces"]:
+        for m in st.models:
+            ps = {p.pol: p.result["fleet"] for p in select(st, trace=t, exp="models") if p.model == m}
+            if not ps:
+                continue
+            w = A["working_sets_bytes"].get(f"{t}|{m}", 0) / GB
+            cells = [f"{ps[q]['chunk_miss_ratio']:.3f} / {_f(ps[q]['ssd_lifetime_years'])} y" if q in ps else "—"
+                     for q in ("lru", "lruk2", "hp2", "g1", "gp1")]
+            out.append(f"| {t} | {m} | {w:,.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n\nCells: chunk miss ratio / SSD lifetime; DRAM 1% W : SSD 10% W of each model."
+
+
+def md_where(st, A, derived):
+    out = ["| trace | policy | linear states written | … later hit on SSD | FA chunks written | … hit on SSD | "
+           "FA hits from SSD | STATE hits from DRAM |", "|---|---|---|---|---|---|---|---|"]
+    for t in A["traces"]:
+        for r in where_rows(st, t, derived):
+            out.append(f"| {t} | {st.label(r['pol'])} | {r['states_written']:,.0f} | {r['state_hit_frac'] * 100:.0f}% | "
+                       f"{r['fa_written']:,.0f} | {r['fa_hit_frac'] * 100:.0f}% | {r['fa_hits_ssd_share'] * 100:.0f}% | "
+                       f"{r['state_hits_dram_share'] * 100:.0f}% |")
+    return "\n".join(out)
+
+
+def md_fleet(st, A):
+    out = ["| trace | router | policy | miss | min-node lifetime (y) | fleet SSD replacement ($/y) | wear imbalance |",
+           "|---|---|---|---|---|---|---|"]
+    for t in A["traces"]:
+        for p in sorted(select(st, trace=t, exp="fleet"), key=lambda p: (st.routers.index(p.router), p.pol)):
+            f = p.result["fleet"]
+            out.append(f"| {t} | {p.router} | {st.label(p.pol)} | {f['chunk_miss_ratio']:.4f} | "
+                       f"{_f(f['ssd_lifetime_years'])} | {f['fleet_ssd_replacement_usd_per_year']:,.2f} | "
+                       f"{f['wear_imbalance']:.2f} |")
+    return "\n".join(out) + ("\n\n8 nodes; each node has 1/8 of the single-node 1:10 sizing (fleet DRAM 1% W, "
+                             "SSD 10% W). Best baseline = the longest-lived baseline within +0.01 miss of gandalf "
+                             "α=1 on the single node.")
+
+
+def md_investigate(st, A):
+    out = ["| trace | gandalf α=1 with | miss | lifetime (y) | SSD written FA / STATE (GB) | write-hit frac. | "
+           "iso-miss ratio (vs baseline) |", "|---|---|---|---|---|---|---|"]
+    for t in A["traces"]:
+        g = A["groups"].get(f"{t}|{st.sizing_name(st.r10)}|w0")
+        if not g:
+            continue
+        iso = {x["gandalf"]: x for x in g["iso"]}
+        for pol in ["g1", "gp1", *st.variants]:
+            f = g["rows"].get(pol)
+            if f is None:
+                continue
+            x = iso.get(pol)
+            r = f"{x['ratio']:.2f}× ({st.label(x['baseline'])})" if x and x["ratio"] is not None else "none within +0.01"
+            name = "(the reconstruction, defaults)" if pol == "g1" else (
+                "reuse=population" if pol == "gp1" else st.param_label(pol))
+            out.append(f"| {t} | {name} | {f['chunk_miss_ratio']:.4f} | {_f(f['ssd_lifetime_years'])} | "
+                       f"{f['ssd_bytes_written_fa'] / GB:,.1f} / {f['ssd_bytes_written_state'] / GB:,.1f} | "
+                       f"{f['ssd_write_hit_fraction']:.3f} | {r} |")
+    return "\n".join(out)
+
+
+def md_points(st, A):
+    out = ["| # | trace | model | sizing | policy | extra | wall (s) |", "|---|---|---|---|---|---|---|"]
+    for i, p in enumerate(st):
+        extra = (f"warm-up {p.warmup_s:g} s " if p.warmup_s else "") + (f"{p.nodes} nodes, {p.router}"
+                                                                        if p.nodes > 1 else "")
+        out.append(f"| {i} | {p.trace} | {p.model} | {st.sizing_name(p.sizing)} | {st.label(p.pol)} | {extra} | "
+                   f"{p.result['wall_s']:.1f} |")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- docs
+
+SKELETON = """# The paper's study on real traces
+
+<!-- BEGIN GENERATED: provenance -->
+<!-- END GENERATED: provenance -->
+
+## Side by side with the paper
+
+<!-- BEGIN GENERATED: side_by_side -->
+<!-- END GENERATED: side_by_side -->
+
+## 1. End-to-end (§5.2)
+
+<!-- BEGIN GENERATED: e2e -->
+<!-- END GENERATED: e2e -->
+
+## 2. Capacity ratio (§5.3)
+
+<!-- BEGIN GENERATED: capacity -->
+<!-- END GENERATED: capacity -->
+
+## 3. α sensitivity (§5.4)
+
+<!-- BEGIN GENERATED: alpha -->
+<!-- END GENERATED: alpha -->
+
+## 4. Model sensitivity (§5.5)
+
+<!-- BEGIN GENERATED: models -->
+<!-- END GENERATED: models -->
+
+## 5. Where the improvement comes from (§5.6)
+
+<!-- BEGIN GENERATED: where -->
+<!-- END GENERATED: where -->
+
+## 6. Latency and cost (§5.8)
+
+<!-- BEGIN GENERATED: latency_cost -->
+<!-- END GENERATED: latency_cost -->
+
+## Where the reconstruction falls short: one knob at a time
+
+<!-- BEGIN GENERATED: investigate -->
+<!-- END GENERATED: investigate -->
+
+## 7. Fleet (beyond the paper)
+
+<!-- BEGIN GENERATED: fleet -->
+<!-- END GENERATED: fleet -->
+
+## Points and timings
+
+<!-- BEGIN GENERATED: points -->
+<!-- END GENERATED: points -->
+"""
+
+
+def write_sections(md_path: Path, sections: dict[str, str]) -> None:
+    text = md_path.read_text() if md_path.exists() else SKELETON
+    for name, body in sections.items():
+        pat = re.compile(rf"(<!-- BEGIN GENERATED: {name} -->\n).*?(<!-- END GENERATED: {name} -->)", re.S)
+        if pat.search(text):
+            text = pat.sub(lambda m: m.group(1) + body.strip() + "\n" + m.group(2), text)
+        else:
+            text += f"\n<!-- BEGIN GENERATED: {name} -->\n{body.strip()}\n<!-- END GENERATED: {name} -->\n"
+    md_path.write_text(text)
+
+
+def study_report(path: str | Path, docs: str | Path | None = None) -> dict:
+    """Tables and figures of a study folder: ``results.md`` (its generated sections rewritten,
+    the prose around them kept), ``results.json`` and ``figures/*.png`` in the folder, or, with
+    ``docs`` (a results.md to rewrite), the figures in ``figures/`` beside that file."""
+    from .model import load_model
+
+    root = Path(path)
+    st = load_study(root)
+    m = st.manifest
+    traces_info = st.traces
+    ws = dict(m.get("working_sets_bytes") or {})
+    A = analyse(st, traces_info, ws)
+    spec = load_model(st.main_model)
+    derived = {"kv_bytes_per_token_full": spec.kv_bytes_per_token_full, "linear_state_bytes": spec.linear_state_bytes}
+    md = Path(docs) if docs else root / "results.md"
+    fig_dir = md.parent / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    figs = {}
+    for t in traces_info:
+        figs[f"frontier_{t}"] = fig_frontier(st, t, traces_info[t]["title"], fig_dir / f"frontier_{t}.png")
+        if st.a10 and st.a40:
+            figs[f"frontier_abs_{t}"] = fig_frontier(st, t, traces_info[t]["title"] + ", paper's absolute sizes",
+                                                     fig_dir / f"frontier_abs_{t}.png", (st.a10, st.a40))
+    figs["alpha"] = fig_alpha(st, traces_info, fig_dir / "alpha.png")
+    figs["capacity"] = fig_capacity(st, traces_info, fig_dir / "capacity.png")
+    figs["models"] = fig_models(st, traces_info, fig_dir / "models.png")
+    figs["where"] = fig_where(st, traces_info, derived, fig_dir / "where.png")
+    figs["latency_cost"] = fig_latency_cost(st, traces_info, fig_dir / "latency_cost.png")
+    figs["fleet"] = fig_fleet(st, traces_info, fig_dir / "fleet.png")
+    figs = {k: v for k, v in figs.items() if v}
+
+    def img(k, alt):
+        if k not in figs:
+            return ""
+        return f"\n![{alt}]({os.path.relpath(figs[k], md.parent)})\n"
+
+    wss = ", ".join(f"{k.replace('|', ' / ')} {v / GB:,.0f} GB" for k, v in sorted(ws.items()))
+    dirty = m.get("dirty") or []
+    dnote = (f" The working tree had uncommitted changes to {', '.join(dirty)} when it ran (the numbers are "
+             "those of that tree)." if dirty else "")
+    point_s = sum(p.result["wall_s"] for p in st)
+    sec = {
+        "provenance": f"{m.get('mode_note', '')} Git sha `{str(m.get('git_sha', 'unknown'))[:10]}`{dnote} "
+                      f"{len(st)} points, {float(m.get('wall_s', 0.0)) / 60:.1f} min wall for the last invocation "
+                      f"({point_s / 60:.1f} min of simulation time; points reused with `--resume` count their "
+                      f"original time).\n\nWorking sets W: {wss}.",
+        "side_by_side": md_side_by_side(A, st, derived),
+        "e2e": "\n".join(img(f"frontier_{t}", f"frontier {t}") for t in traces_info) +
+               "\n".join(img(f"frontier_abs_{t}", f"frontier abs {t}") for t in traces_info) +
+               "\n".join(md_e2e(st, A, t) for t in traces_info),
+        "capacity": img("capacity", "capacity") + "\n" + md_capacity(st, A),
+        "alpha": img("alpha", "alpha"),
+        "models": img("models", "models") + "\n" + md_models(st, A),
+        "where": img("where", "where") + "\n" + md_where(st, A, derived),
+        "latency_cost": img("latency_cost", "latency and cost"),
+        "fleet": img("fleet", "fleet") + "\n" + md_fleet(st, A),
+        "points": md_points(st, A),
+        "investigate": md_investigate(st, A),
+    }
+    write_sections(md, sec)
+    results = {"mode": m.get("mode"), "analysis": A, "figures": {k: str(v) for k, v in figs.items()},
+               "points": [{"key": p.key, "exps": sorted(p.exps), "overrides": p.overrides, "wall_s": p.result["wall_s"],
+                           "fleet": p.result["fleet"]} for p in st]}
+    (root / "results.json").write_text(json.dumps(results, indent=1, default=float))
+    results["markdown"] = str(md)
+    results["sections"] = sec
+    return results
+
+
 # --------------------------------------------------------------------------- command line
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=PROG, description="Draw the comparison figures of a finished sweep.")
+    ap = argparse.ArgumentParser(prog=PROG, description="Draw the comparison figures of a finished sweep, or the "
+                                                        "tables and figures of a study (--study).")
     ap.add_argument("path", nargs="?", help="a sweep's output folder (every summary.json below it is one run)")
     ap.add_argument("--experiment", help="read from MLflow instead: the experiment (default: its latest sweep)")
     ap.add_argument("--run", dest="parent", help="with --experiment: the sweep's parent run id")
     ap.add_argument("--uri", default=None, help="MLflow tracking URI (default sqlite:///mlflow_runs/mlflow.db)")
     ap.add_argument("--out", help="where to write the figures (default: PATH/report, or reports/<parent run>)")
     ap.add_argument("--log", action="store_true", help="with --experiment: also log the figures to the parent run")
+    ap.add_argument("--study", metavar="DIR", help="a study folder (study.json and its sweeps, scripts/reproduce.py): "
+                                                   "its tables and figures")
+    ap.add_argument("--docs", metavar="FILE", help="with --study: rewrite the generated sections of FILE (e.g. "
+                                                   "docs/results.md) and put the figures in figures/ beside it")
     a = ap.parse_args(argv)
     try:
+        if a.study:
+            if not Path(a.study).is_dir():
+                raise SystemExit(_err(f"{a.study}: no such folder"))
+            res = study_report(a.study, a.docs)
+            print(f"{len(res['points'])} points; wrote {res['markdown']} and {Path(a.study) / 'results.json'}")
+            for k, v in res["figures"].items():
+                print(f"  figure {k}: {v}")
+            return 0
+        if a.docs:
+            raise SystemExit(_err("--docs goes with --study DIR"))
         if a.experiment:
             import tempfile
 

@@ -8,7 +8,7 @@ composed configs. Ray is reached only through :func:`cluster_sim.distributed.ens
 when ``tracking.enabled``.
 
 Per point, the driver writes ``<sweep dir>/<job num>/`` with ``config.yaml`` (the
-resolved config), ``summary.json``, ``nodes.parquet``, ``epochs.parquet`` and
+resolved config), ``overrides.yaml`` (the point's overrides, what makes it a point), ``summary.json``, ``nodes.parquet``, ``epochs.parquet`` and
 ``figures/``, or ``error.txt`` when the point failed; a failed point is logged as a
 FAILED child run and the sweep goes on. With ``sweep.resume=true`` a point whose
 config hash (:func:`cluster_sim.tracking.config_hash`) has a FINISHED point run in
@@ -145,11 +145,20 @@ def _connect(address: str | None):
             from e
 
 
-def _write_point(out_dir: Path, config: dict, info: dict) -> None:
-    import pyarrow.parquet as pq
+def _write_overrides(out_dir: Path, overrides: Sequence[str]) -> None:
+    """``overrides.yaml``: the point's own overrides (Hydra's launchers keep the same list in
+    ``.hydra/overrides.yaml``); a reader of the folder tells the points apart by them."""
     import yaml
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "overrides.yaml").write_text(yaml.safe_dump(list(overrides), sort_keys=False))
+
+
+def _write_point(out_dir: Path, config: dict, info: dict, overrides: Sequence[str] = ()) -> None:
+    import pyarrow.parquet as pq
+    import yaml
+
+    _write_overrides(out_dir, overrides)
     (out_dir / "config.yaml").write_text(yaml.safe_dump(info.get("summary", {}).get("config") or config,
                                                         sort_keys=False))
     if "summary" in info:
@@ -299,6 +308,7 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
             if store.tracker is None:
                 raise RuntimeError("the tracking store was given up")
             store.tracker.download_point(r.info.run_id, p.out_dir)
+            _write_overrides(Path(p.out_dir), p.overrides)
             res.summary = json.loads((Path(p.out_dir) / "summary.json").read_text())
         except Exception as e:  # noqa: BLE001 - the run is finished in MLflow; its local copy is optional
             res.error = f"could not fetch outputs: {_one_line(e)}"
@@ -368,7 +378,7 @@ def _finish_point(p: Point, info: dict, store: _Store, parent, rep_cfg) -> Point
                       wall_s=float(info.get("wall_s", 0.0)))
     out = Path(p.out_dir)
     try:
-        _write_point(out, p.config, info)
+        _write_point(out, p.config, info, p.overrides)
         if ok and rep_cfg.get("figures", True):
             from .report import Record, run_figures
             run_figures(Record(info["summary"], info.get("epochs")), out / "figures")

@@ -32,7 +32,7 @@ from .errors import ConfigError, TrackingError
 DEFAULT_URI = "sqlite:///mlflow_runs/mlflow.db"
 
 #: top-level config keys that say where/how to run and log, not what to simulate
-NON_SIM_KEYS = ("tracking", "sweep", "ray", "output", "report", "hydra")
+NON_SIM_KEYS = ("tracking", "sweep", "ray", "output", "report", "hydra", "paths")
 
 KIND_TAG = "cluster_sim.kind"
 HASH_TAG = "config_hash"

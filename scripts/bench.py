@@ -20,7 +20,6 @@ tracemalloc peak of a replay divided by the chunks tracked.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -28,15 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import cluster_sim  # noqa: E402
-from cluster_sim.api import prepare  # noqa: E402
-from cluster_sim.config import SimConfig  # noqa: E402
-from cluster_sim.model import load_model  # noqa: E402
+import cluster_sim
+from cluster_sim.api import prepare
+from cluster_sim.config import SimConfig
+from cluster_sim.locations import shared_trace
+from cluster_sim.model import load_model
 
-MOONCAKE = ROOT.parent / "shared" / "traces" / "mooncake-fast25" / "conversation_trace.jsonl.gz"
+MOONCAKE = shared_trace("mooncake")
 
 
 def lcs_lru(trace, n_chunks: int):

@@ -12,18 +12,15 @@ expect at most 2× speed-up.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import cluster_sim  # noqa: E402
-from cluster_sim.api import prepare  # noqa: E402
-from cluster_sim.config import SimConfig  # noqa: E402
+import cluster_sim
+from cluster_sim.api import prepare
+from cluster_sim.config import SimConfig
+from cluster_sim.locations import shared_trace
 
-WEKA = ROOT.parent / "shared" / "traces" / "weka-claude-code-v8" / "traces_v8.jsonl.gz"
+WEKA = shared_trace("claude_code")
 
 
 def main():

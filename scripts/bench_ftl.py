@@ -13,19 +13,13 @@ ideal / greedy ``--repeat`` times and the best of each counts (the machine may b
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import cluster_sim  # noqa: E402
-from cluster_sim.api import prepare  # noqa: E402
-from cluster_sim.config import SimConfig  # noqa: E402
-from compare_policies import PATHS  # noqa: E402
-from ftl_study import READER, base_overrides, policy_overrides  # noqa: E402
+import cluster_sim
+from cluster_sim.api import prepare
+from cluster_sim.config import SimConfig
+from cluster_sim.locations import missing
+from cluster_sim.study import FTL_TRACES, policy_overrides, shared_trace_overrides
 
 MODES = {"ideal": ["hardware.ssd.ftl=ideal"],
          "greedy": ["hardware.ssd.ftl=greedy"],
@@ -35,10 +29,11 @@ MODES = {"ideal": ["hardware.ssd.ftl=ideal"],
 def workload(name: str):
     if name == "default":
         return ["workload=default", "hardware.ssd_bytes=60GB"]
-    if not PATHS[READER[name]].exists():
-        print(f"(skipping {name}: {PATHS[READER[name]]} not found)")
+    reader, base = FTL_TRACES[name]
+    if missing(reader):
+        print(f"(skipping {name}: {missing(reader)})")
         return None
-    return base_overrides(name)
+    return base + shared_trace_overrides(reader)
 
 
 def main():

@@ -24,8 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ROOT.parent / "shared" / "traces" / "weka-claude-code-v8" / "traces_v8.jsonl.gz"
+from cluster_sim.locations import shared_trace
+
+DEFAULT = shared_trace("claude_code")
 
 
 def _peak_rss_bytes() -> int:

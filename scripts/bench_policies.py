@@ -14,18 +14,15 @@ exists.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+import cluster_sim
+from cluster_sim.api import prepare
+from cluster_sim.config import SimConfig
+from cluster_sim.locations import shared_trace
+from cluster_sim.study import working_set
 
-import cluster_sim  # noqa: E402
-from cluster_sim.api import prepare  # noqa: E402
-from cluster_sim.config import SimConfig  # noqa: E402
-from compare_policies import PATHS, working_set  # noqa: E402
+PATHS = {name: shared_trace(name) for name in ("mooncake", "claude_code")}
 
 
 def workloads(weka_until: float):

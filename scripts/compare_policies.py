@@ -14,42 +14,13 @@ paper's 100 GB : 1 TB).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import cluster_sim  # noqa: E402
-from cluster_sim.api import prepare  # noqa: E402
-from cluster_sim.config import SimConfig  # noqa: E402
-from cluster_sim.policies.base import known_policies  # noqa: E402
-
-SHARED = ROOT.parent / "shared" / "traces"
-PATHS = {"mooncake": SHARED / "mooncake-fast25" / "conversation_trace.jsonl.gz",
-         "claude_code": SHARED / "weka-claude-code-v8" / "traces_v8.jsonl.gz"}
-
-
-def shared_trace_overrides(workload: str) -> list[str]:
-    """``workload.path=...`` for a workload read from ../shared/traces (exits with a clear message
-    when the traces are not on this machine); [] for the others."""
-    if workload not in PATHS:
-        return []
-    if not PATHS[workload].exists():
-        sys.exit(f"{PATHS[workload]} not found (the shared traces are not on this machine)")
-    return [f"workload.path={PATHS[workload]}"]
-
-
-def working_set(overrides) -> int:
-    from cluster_sim.trace.load import load_workload
-    from cluster_sim.trace.stats import trace_statistics
-
-    cfg = SimConfig.from_mapping(cluster_sim.compose(overrides))
-    table = load_workload(cfg.workload, cfg.seed)
-    ct = cfg.chunk_tokens
-    return int(trace_statistics(table, chunk_tokens=ct, model=cfg.model)["working_set_bytes"])
-
+import cluster_sim
+from cluster_sim.api import prepare
+from cluster_sim.config import SimConfig
+from cluster_sim.policies.base import known_policies
+from cluster_sim.study import policy_overrides, shared_trace_overrides, working_set
 
 _TRACE = None
 _BASE = None
@@ -62,8 +33,7 @@ def _init(base):
 
 
 def _run(spec):
-    name, _, params = spec.partition(":")
-    ov = [f"policy={name}"] + [p for p in params.split(",") if p]
+    ov = policy_overrides(spec)
     t = time.perf_counter()
     try:
         s = cluster_sim.run(cluster_sim.compose(_BASE + ov), trace=_TRACE, write=False)
@@ -131,7 +101,7 @@ def main():
     args = ap.parse_args()
     base = [f"workload={args.workload}", f"model={args.model}", f"cache.chunk_tokens={args.chunk_tokens}",
             f"hardware={args.hardware}", f"hardware.hbm_cache_bytes={args.hbm}", *args.set]
-    base += shared_trace_overrides(args.workload)
+    base += shared_trace_overrides(args.workload, "compare_policies")
     if args.limit:
         base.append(f"workload.limit_requests={args.limit}")
     if args.dram_frac is not None:

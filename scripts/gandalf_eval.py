@@ -26,17 +26,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cluster_sim
+from cluster_sim.study import shared_trace_overrides, working_set
 
-import cluster_sim  # noqa: E402
-from compare_policies import shared_trace_overrides, working_set  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 WORKLOADS = {
     "claude_code": {"label": "WEKA Claude Code v8 (whole, Poisson 0.2 sessions/s)", "chunk": 256, "set": []},

@@ -11,15 +11,13 @@ change to the generator or the default spec is deliberate.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from cluster_sim.trace.parquet import read_parquet, write_parquet  # noqa: E402
-from cluster_sim.trace.schema import trace_stats  # noqa: E402
-from cluster_sim.trace.synthetic import default_spec, generate  # noqa: E402
+from cluster_sim.trace.parquet import read_parquet, write_parquet
+from cluster_sim.trace.schema import trace_stats
+from cluster_sim.trace.synthetic import default_spec, generate
 
 DEFAULT_OUT = ROOT / "traces" / "default.parquet"
 DEFAULT_SEED = 0

@@ -16,20 +16,16 @@ horizon. AUC = P(score of a hit copy > score of an unhit copy), ties counted hal
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import cluster_sim  # noqa: E402
-import cluster_sim.fleet as fleet  # noqa: E402
-from cluster_sim.policies.base import DEMOTE, DRAM, SSD  # noqa: E402
-from cluster_sim.policies.gandalf import GandalfPolicy  # noqa: E402
-from cluster_sim.policies.lru import LRUPolicy  # noqa: E402
-from compare_policies import shared_trace_overrides  # noqa: E402
+import cluster_sim
+import cluster_sim.fleet as fleet
+from cluster_sim.policies.base import DEMOTE, DRAM, SSD
+from cluster_sim.policies.gandalf import GandalfPolicy
+from cluster_sim.policies.lru import LRUPolicy
+from cluster_sim.study import shared_trace_overrides
 
 ESTIMATORS = {"rate": {"reuse": "rate"}, "population": {"reuse": "population"}, "hints": {"reuse": "hints"},
               "learned": {"reuse": "learned"}}

@@ -25,20 +25,14 @@ Features:
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import cluster_sim
+from cluster_sim.api import prepare
+from cluster_sim.config import SimConfig
+from cluster_sim.study import shared_trace_overrides
 
-import cluster_sim  # noqa: E402
-from cluster_sim.api import prepare  # noqa: E402
-from cluster_sim.config import SimConfig  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "scripts"))
-from compare_policies import shared_trace_overrides  # noqa: E402
 
 def auc(score: np.ndarray, label: np.ndarray) -> float:
     """ROC AUC by ranks (ties get their mean rank)."""

@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import cluster_sim  # noqa: E402
+import cluster_sim
 
 GOLDEN = ROOT / "tests" / "golden"
 KEYS = ["requests", "chunk_miss_ratio", "token_miss_ratio", "miss_ratio_floor", "ssd_bytes_written_fa",

@@ -5,8 +5,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_TRACES = ROOT.parent / "shared" / "traces"
-MOONCAKE = SHARED_TRACES / "mooncake-fast25" / "conversation_trace.jsonl.gz"
+from cluster_sim.locations import shared_trace, traces_root
+
+SHARED_TRACES = traces_root()          # $CLUSTER_SIM_TRACES, else ../shared/traces (cluster_sim.locations)
+MOONCAKE = shared_trace("mooncake")
 
 # converted-trace cache: one per test session, never the user's ~/.cache
 if "CLUSTER_SIM_CACHE" not in os.environ:
@@ -19,7 +21,7 @@ settings.register_profile("dev", max_examples=30, deadline=None)
 
 needs_mooncake = pytest.mark.skipif(
     not MOONCAKE.exists(),
-    reason=f"real traces are not present at {SHARED_TRACES} (a fresh clone has no ../shared/traces)")
+    reason=f"real traces are not present at {SHARED_TRACES} (a fresh clone has none; set CLUSTER_SIM_TRACES)")
 
 
 @pytest.fixture(scope="session")

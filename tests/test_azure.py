@@ -10,6 +10,7 @@ import pytest
 
 from cluster_sim.config import WorkloadConfig
 from cluster_sim.errors import ConfigError, TraceError
+from cluster_sim.locations import shared_trace, traces_root
 from cluster_sim.trace.azure import _shift_session_starts, read_azure_arrivals
 from cluster_sim.trace.load import read_workload
 from cluster_sim.trace.schema import validate_table
@@ -17,10 +18,10 @@ from cluster_sim.trace.synthetic import default_spec, generate
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 AZURE_SMALL = FIXTURES / "azure_small.csv"
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-AZURE = SHARED_TRACES / "azure-llm-2023"
+SHARED_TRACES = traces_root()
+AZURE = shared_trace("azure").parent
 needs_azure = pytest.mark.skipif(not AZURE.exists(), reason=f"real traces are not present at {SHARED_TRACES} "
-                                                            "(a fresh clone has no ../shared/traces)")
+                                                            "(a fresh clone has none; set CLUSTER_SIM_TRACES)")
 
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 ROW1 = "2023-11-16 18:15:46.6805900,374,44\n"

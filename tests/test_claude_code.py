@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from cluster_sim.config import WorkloadConfig
+from cluster_sim.locations import shared_trace, traces_root
 from cluster_sim.errors import ConfigError, TraceError
 from cluster_sim.trace.claude_code import read_claude_code
 from cluster_sim.trace.load import load_workload, read_workload
@@ -26,9 +27,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SMALL = FIXTURES / "claude_code_small.jsonl"
 SESSION_DIR = FIXTURES / "claude_code_sessions"
 AZURE_SMALL = FIXTURES / "azure_small.csv"
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-WEKA = SHARED_TRACES / "weka-claude-code-v8" / "traces_v8.jsonl.gz"
-AZURE_CONV = SHARED_TRACES / "azure-llm-2023" / "AzureLLMInferenceTrace_conv.csv.gz"
+SHARED_TRACES = traces_root()
+WEKA = shared_trace("claude_code")
+AZURE_CONV = shared_trace("azure")
 
 NS = 1 << 32  # session k's local ids live in ((k + 1) << 32) | id
 
@@ -408,7 +409,7 @@ def test_config_composes():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not WEKA.exists(), reason=f"real traces are not present at {SHARED_TRACES} "
-                                              "(a fresh clone has no ../shared/traces)")
+                                              "(a fresh clone has none; set CLUSTER_SIM_TRACES)")
 def test_real_weka_trace_matches_readme():
     t = read_workload(wl(WEKA, cache=False), seed=0)
     s = trace_stats(t)

@@ -105,3 +105,97 @@ def test_per_node_figure_shows_nand_bytes_and_the_waf(tmp_path, monkeypatch):
     ax = plt.gcf().axes[0]
     assert not [p for p in ax.patches if p.get_hatch() == "//"] and "WAF" not in " ".join(t.get_text() for t in ax.texts)
     plt.close("all")
+
+
+# --------------------------------------------------------------------------- a study (scripts/reproduce.py)
+
+import os  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory):
+    """The study pipeline end to end on the bundled default trace: scripts/reproduce.py --tiny runs
+    one ``cluster-sim -m`` sweep of two named points (lru, gandalf α=1) and reports it."""
+    out = tmp_path_factory.mktemp("study")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--tiny", "--no-tracking",
+                        "--out", str(out)], cwd=out, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return out, r.stdout
+
+
+@pytest.mark.ray
+def test_tiny_study_runs_its_points_as_one_sweep_and_reports_the_tables(tiny_study):
+    out, stdout = tiny_study
+    man = json.loads((out / "study.json").read_text())
+    (setting,) = man["settings"]
+    sweep = out / setting["dir"]
+    # the points are the sweep's: one folder per job, each with the overrides that make it a point
+    ovs = sorted(tuple(json.loads(json.dumps(__import__("yaml").safe_load((d / "overrides.yaml").read_text()))))
+                 for d in sweep.iterdir() if d.is_dir() and (d / "summary.json").exists())
+    assert [o for ov in ovs for o in ov if o.startswith("+experiment/paper_points=")] == \
+        ["+experiment/paper_points=g1", "+experiment/paper_points=lru"]
+    # DRAM and SSD are 1% and 10% of the working set W the manifest records
+    w = man["working_sets_bytes"]["default|kimi_linear_48b_a3b"]
+    cfg = json.loads((sweep / "0" / "summary.json").read_text())["config"]
+    assert abs(float(cfg["hardware"]["dram_bytes"]) - 0.01 * w) <= 1 and abs(float(cfg["hardware"]["ssd_bytes"])
+                                                                                - 0.10 * w) <= 1
+    md = (out / "results.md").read_text()
+    for sec in ("provenance", "side_by_side", "e2e", "capacity", "alpha", "models", "where", "latency_cost",
+                "investigate", "fleet", "points"):
+        assert f"<!-- BEGIN GENERATED: {sec} -->" in md and f"<!-- END GENERATED: {sec} -->" in md, sec
+    e2e = md.split("<!-- BEGIN GENERATED: e2e -->")[1].split("<!-- END")[0]
+    rows = {ln.split("|")[1].strip(): ln for ln in e2e.splitlines() if ln.startswith("| ") and "---" not in ln}
+    assert {"LRU", "gandalf α=1"} <= set(rows)
+    res = json.loads((out / "results.json").read_text())
+    by_pol = {p["key"].rsplit("|", 1)[1]: p["fleet"] for p in res["points"]}
+    assert f"{by_pol['lru']['chunk_miss_ratio']:.4f}" in rows["LRU"]
+    assert f"{by_pol['g1']['chunk_miss_ratio']:.4f}" in rows["gandalf α=1"]
+    assert "| lifetime at iso-miss" in md and "| claim (paper §) | paper | ours: default |" in md
+    figs = res["figures"]
+    assert {"frontier_default", "latency_cost"} <= set(figs)
+    for f in figs.values():
+        assert Path(f).parent == out / "figures" and 5_000 < Path(f).stat().st_size < 150_000
+        assert f"figures/{Path(f).name}" in md
+
+
+@pytest.mark.ray
+def test_the_report_regenerates_the_same_tables_from_the_folder(tiny_study, tmp_path, capsys):
+    out, _ = tiny_study
+    before = (out / "results.md").read_text()
+    doc = tmp_path / "results.md"
+    doc.write_text("# mine\n\nprose kept\n\n<!-- BEGIN GENERATED: e2e -->\nold\n<!-- END GENERATED: e2e -->\n")
+    assert report.main(["--study", str(out), "--docs", str(doc)]) == 0
+    text = doc.read_text()
+    assert text.startswith("# mine\n\nprose kept\n") and "\nold\n" not in text
+    seg = lambda s: re.search(r"<!-- BEGIN GENERATED: e2e -->(.*?)<!-- END", s, re.S).group(1)  # noqa: E731
+    assert seg(text) == seg(before)
+    assert (tmp_path / "figures" / "frontier_default.png").exists()
+
+
+def test_report_study_bad_folder_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        report.main(["--study", str(tmp_path / "nope")])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        report.main(["--study", str(tmp_path)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "no study.json" in err[1] and "Traceback" not in err[1]
+
+
+def test_best_baseline_is_the_longest_lived_within_the_miss_slack():
+    st = report.Study({"main_model": "m", "labels": {"a": ["LRU", ""], "b": ["LRU-K", "K=2"], "g": ["gandalf", "α=1"]},
+                       "baseline_families": ["LRU", "LRU-K"]}, [])
+    rows = [("a", {"chunk_miss_ratio": 0.30, "ssd_lifetime_years": 9.0}),
+            ("b", {"chunk_miss_ratio": 0.205, "ssd_lifetime_years": 2.0}),
+            ("g", {"chunk_miss_ratio": 0.20, "ssd_lifetime_years": 5.0})]
+    assert report.best_baseline_for(st, rows, "g") == "b"        # a lives longer but misses 0.10 more
+    (g,) = report.iso_miss(st, rows)
+    assert g[2] == "b" and g[3] == pytest.approx(2.5)

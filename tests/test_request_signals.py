@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import cluster_sim
 from cluster_sim.api import prepare
+from cluster_sim.locations import shared_trace
 from cluster_sim.config import SimConfig
 from cluster_sim.policies.base import RequestMeta
 from cluster_sim.policies.lru import LRUPolicy
@@ -158,7 +158,7 @@ def test_mooncake_style_traces_have_unknown_signals():
                            resident_chunks=0).subagent
 
 
-WEKA = Path(__file__).resolve().parents[2] / "shared" / "traces" / "weka-claude-code-v8" / "traces_v8.jsonl.gz"
+WEKA = shared_trace("claude_code")
 
 
 @pytest.mark.skipif(not WEKA.exists(), reason=f"real traces are not present at {WEKA.parent.parent}")

@@ -10,11 +10,12 @@ import pyarrow.compute as pc
 import pytest
 
 from cluster_sim.errors import TraceError
+from cluster_sim.locations import shared_trace, traces_root
 from cluster_sim.trace.mooncake import read_mooncake
 from cluster_sim.trace.schema import CANONICAL_SCHEMA, TRACE_SCHEMA, block_tokens, source, trace_stats
 
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-REAL_TRACE = SHARED_TRACES / "mooncake-fast25" / "conversation_trace.jsonl.gz"
+SHARED_TRACES = traces_root()
+REAL_TRACE = shared_trace("mooncake")
 
 RECORDS = [
     {"timestamp": 0, "input_length": 1030, "output_length": 5, "hash_ids": [0, 1, 2]},

@@ -23,10 +23,11 @@ from cluster_sim.trace.synthetic import SyntheticSpec, generate
 from cluster_sim.trace_cli import main
 
 from conftest import MOONCAKE, SHARED_TRACES, needs_mooncake
+from cluster_sim.locations import shared_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = ROOT / "traces" / "default.parquet"
-CLAUDE_CODE = SHARED_TRACES / "weka-claude-code-v8" / "traces_v8.jsonl.gz"
+CLAUDE_CODE = shared_trace("claude_code")
 
 #: the keys simulation-model.md §10 requires of ``--json`` (plus the ones this project's brief adds)
 CONTRACT_KEYS = {
@@ -459,7 +460,7 @@ def _claude_code_ready() -> str | None:
     if not (ROOT / "conf" / "workload" / "claude_code.yaml").exists():
         return "conf/workload/claude_code.yaml does not exist yet"
     if not CLAUDE_CODE.exists():
-        return f"real traces are not present at {SHARED_TRACES} (a fresh clone has no ../shared/traces)"
+        return f"real traces are not present at {SHARED_TRACES} (a fresh clone has none; set CLUSTER_SIM_TRACES)"
     return None
 
 
