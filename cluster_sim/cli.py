@@ -20,6 +20,12 @@ def conf_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "conf"
 
 
+def register_schemas() -> None:
+    """The settings schema as Hydra config nodes, which the YAML files under conf/ extend."""
+    from .schema_store import register
+    register()
+
+
 def _ensure_plugins() -> None:
     """Make Hydra find ``hydra_plugins/cluster_sim_ray_launcher`` beside ``conf/``.
 
@@ -46,6 +52,7 @@ def compose(overrides: list[str]) -> dict:
     from omegaconf import OmegaConf
 
     _ensure_plugins()
+    register_schemas()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3", job_name="cluster_sim"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
     return OmegaConf.to_container(cfg, resolve=True)
@@ -98,9 +105,7 @@ def _validate(overrides: list[str]) -> str | None:
     if too_long:
         return too_long
     try:
-        cfg = SimConfig.from_mapping(compose(overrides))
-        from .policies.base import make_policy
-        make_policy(cfg.policy.name, cfg.policy.params)     # policy parameters are checked there
+        SimConfig.from_mapping(compose(overrides))     # policy parameters too (no policy is built)
     except UserError as e:
         return str(e)
     except (HydraException, OmegaConfBaseException) as e:
@@ -361,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                               "-sc", "--version") or f.startswith("--cfg") or f.startswith("--info") for f in flags)
     multirun = any(f in ("-m", "--multirun") for f in flags)
     _ensure_plugins()
+    register_schemas()
     made: tuple[list[Path], list[Path]] = ([], [])
     if not informational:
         err = _validate_sweep(overrides) if multirun else _validate(overrides)
