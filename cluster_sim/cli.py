@@ -20,10 +20,24 @@ def conf_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "conf"
 
 
+_SCHEMAS_STORED = False
+
+
 def register_schemas() -> None:
-    """The settings schema as Hydra config nodes, which the YAML files under conf/ extend."""
-    from .schema_store import register
-    register()
+    """Store the settings schema (:func:`cluster_sim.schema_store.nodes`) in Hydra's ConfigStore
+    as ``schema/...``, which the YAML files under conf/ extend; once per process."""
+    global _SCHEMAS_STORED
+    if _SCHEMAS_STORED:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    from .schema_store import nodes
+
+    cs = ConfigStore.instance()
+    for path, node in nodes().items():
+        group, name = path.rsplit("/", 1)
+        cs.store(group=group, name=name, node=node, provider="cluster_sim")
+    _SCHEMAS_STORED = True
 
 
 def _ensure_plugins() -> None:

@@ -1,4 +1,5 @@
-"""The settings schema as Hydra config nodes: every YAML under ``conf/`` that selects a section
+"""The settings schema as config nodes (registered with Hydra by ``cli.register_schemas``, at
+the edge): every YAML under ``conf/`` that selects a section
 extends its schema node and writes only what differs from it (decision 47).
 
 ``schema/hardware``, ``schema/workload``, ``schema/fleet`` and ``schema/policy/<name>`` (one per
@@ -13,8 +14,6 @@ from __future__ import annotations
 from dataclasses import fields
 
 from . import settings
-
-_DONE = False
 
 
 def _shown(cls, values: dict) -> dict:
@@ -47,17 +46,3 @@ def nodes() -> dict[str, dict]:
         cls = policy_params(name)
         out[f"schema/policy/{name}"] = {"name": name, **_shown(cls, settings.defaults(cls))}
     return out
-
-
-def register() -> None:
-    """Store the schema nodes in Hydra's ConfigStore (once per process)."""
-    global _DONE
-    if _DONE:
-        return
-    from hydra.core.config_store import ConfigStore
-
-    cs = ConfigStore.instance()
-    for path, node in nodes().items():
-        group, name = path.rsplit("/", 1)
-        cs.store(group=group, name=name, node=node, provider="cluster_sim")
-    _DONE = True

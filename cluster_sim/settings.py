@@ -90,7 +90,9 @@ def check_value(key: str, s: Spec, value):
     try:
         return _check_kind(key, s, value)
     except ConfigError as e:
-        if s.words or s.expect:
+        # a number out of its limits keeps the limit's own message; anything else that is not
+        # of the kind is named with what the key takes (the words included)
+        if (s.words or s.expect) and not (isinstance(value, (int, float)) and not isinstance(value, bool)):
             raise ConfigError(key, f"expected {_expected(s)}, got {value!r}") from None
         raise e
 
