@@ -209,13 +209,3 @@ def same_value(a, b) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     return a == b
-
-
-def describe(cls) -> list[tuple[str, Any, str, str]]:
-    """``(key, default, unit, doc)`` of every field, for help texts and docs."""
-    out = []
-    for f in fields(cls):
-        s = spec_of(f)
-        d = defaults(cls).get(f.name)
-        out.append((f.name, d, s.unit, s.doc))
-    return out
