@@ -20,6 +20,26 @@ def conf_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "conf"
 
 
+_SCHEMAS_STORED = False
+
+
+def register_schemas() -> None:
+    """Store the settings schema (:func:`cluster_sim.schema_store.nodes`) in Hydra's ConfigStore
+    as ``schema/...``, which the YAML files under conf/ extend; once per process."""
+    global _SCHEMAS_STORED
+    if _SCHEMAS_STORED:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    from .schema_store import nodes
+
+    cs = ConfigStore.instance()
+    for path, node in nodes().items():
+        group, name = path.rsplit("/", 1)
+        cs.store(group=group, name=name, node=node, provider="cluster_sim")
+    _SCHEMAS_STORED = True
+
+
 def _ensure_plugins() -> None:
     """Make Hydra find ``hydra_plugins/cluster_sim_ray_launcher`` beside ``conf/``.
 
@@ -46,6 +66,7 @@ def compose(overrides: list[str]) -> dict:
     from omegaconf import OmegaConf
 
     _ensure_plugins()
+    register_schemas()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3", job_name="cluster_sim"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
     return OmegaConf.to_container(cfg, resolve=True)
@@ -98,9 +119,7 @@ def _validate(overrides: list[str]) -> str | None:
     if too_long:
         return too_long
     try:
-        cfg = SimConfig.from_mapping(compose(overrides))
-        from .policies.base import make_policy
-        make_policy(cfg.policy.name, cfg.policy.params)     # policy parameters are checked there
+        SimConfig.from_mapping(compose(overrides))     # policy parameters too (no policy is built)
     except UserError as e:
         return str(e)
     except (HydraException, OmegaConfBaseException) as e:
@@ -361,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                               "-sc", "--version") or f.startswith("--cfg") or f.startswith("--info") for f in flags)
     multirun = any(f in ("-m", "--multirun") for f in flags)
     _ensure_plugins()
+    register_schemas()
     made: tuple[list[Path], list[Path]] = ([], [])
     if not informational:
         err = _validate_sweep(overrides) if multirun else _validate(overrides)

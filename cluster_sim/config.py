@@ -8,10 +8,13 @@ The Hydra app composes ``conf/`` into a plain mapping and hands it to
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping
 
+from . import settings as _settings
 from .errors import ConfigError
+from .ftl import FTL_MODES, STREAM_MODES, auto_erase_block_bytes, check_geometry
+from .settings import setting
 from .units import parse_bytes, parse_number, parse_rate
 
 WORKLOAD_FORMATS = ("synthetic", "mooncake", "claude_code", "azure", "parquet")
@@ -27,49 +30,49 @@ def _num(m: Mapping, key: str, prefix: str, default=None, *, lo=None, hi=None, i
                         integer=integer, allow_none=allow_none, lo_open=lo_open)
 
 
-def _choice(m: Mapping, key: str, prefix: str, choices, default=None):
-    v = m.get(key, default)
-    if v not in choices:
-        raise ConfigError(f"{prefix}.{key}", f"must be one of {', '.join(map(str, choices))}; got {v!r}")
-    return v
-
-
-def _check_keys(m: Mapping, allowed, prefix: str):
-    for k in m:
-        if k not in allowed:
-            raise ConfigError(f"{prefix}.{k}" if prefix else str(k),
-                              f"unknown key; known keys here: {', '.join(sorted(allowed))}")
-
-
 @dataclass(frozen=True)
 class SSDConfig:
-    dwpd: float = 1.0
-    warranty_years: float = 5.0
-    waf: float = 1.0
-    usd_per_tb: float = 330.0
-    # the flash translation layer (cluster_sim/ftl.py): ideal = WAF is ``waf``; greedy = measured
-    ftl: str = "ideal"
-    overprovision: float = 0.127        # share of raw NAND hidden from the host (greedy only)
-    erase_block_bytes: int | str = "auto"
-    streams: str = "none"               # none | by_kind (FA and STATE in separate erase blocks)
+    """The node's SSDs: endurance, price and the flash translation layer (``hardware.ssd``)."""
+    dwpd: float = setting(1.0, lo=0, lo_open=True, unit="drive writes per day", doc="rated endurance")
+    warranty_years: float = setting(5.0, lo=0, lo_open=True, unit="years")
+    waf: float = setting(1.0, lo=1.0, doc="assumed write amplification of ftl=ideal (ftl=greedy measures it)")
+    usd_per_tb: float = setting(330.0, lo=0, unit="$/TB", doc="planning price (models-hardware.md §3.2)")
+    ftl: str = setting("ideal", "choice", choices=FTL_MODES,
+                       doc="flash translation layer (cluster_sim/ftl.py, decision 44): ideal = WAF is waf; "
+                           "greedy = measured")
+    overprovision: float = setting(0.127, lo=0, lo_open=True, hi=1, hi_open=True, unit="share of raw NAND",
+                                   doc="hidden from the host (greedy only): 15.36 TB (1 DWPD TLC) on 16 TiB of NAND")
+    erase_block_bytes: int | str = setting("auto", "bytes", words=("auto",), lo_open=True, unit="bytes",
+                                           doc="the GC unit; auto = user capacity / 293.6 (PM9D3a: 13.08 GB "
+                                               "reclaim units, 3.84 TB)")
+    streams: str = setting("none", "choice", choices=STREAM_MODES,
+                           doc="by_kind: FA and STATE in separate erase blocks (NVMe streams / FDP)")
+
+    def check(self, prefix: str) -> None:
+        if self.ftl == "greedy" and self.waf != 1.0:
+            raise ConfigError(f"{prefix}.waf", f"is the assumed write amplification of ftl=ideal; with ftl=greedy "
+                                               f"it is measured, so leave it at 1 (got {self.waf!r})")
 
 
 @dataclass(frozen=True)
 class HardwareConfig:
-    """One serving node. Bytes and bytes/s, node aggregates."""
-    name: str = "custom"
-    hbm_cache_bytes: int = 0
-    dram_bytes: int = 0
-    ssd_bytes: int = 0
-    gpus_per_node: int = 8
-    gpu_flops: float = 989e12
-    mfu: float = 0.4
-    gpu_usd_per_hour: float = 3.0
-    host_link_bytes_per_s: float = 400e9
-    ssd_read_bytes_per_s: float = 50e9
-    ssd_read_latency_s: float = 100e-6
-    ssd_write_bytes_per_s: float = 25e9
-    ssd: SSDConfig = field(default_factory=SSDConfig)
+    """One serving node. Bytes and bytes/s, node aggregates. The defaults are an 8x H100 SXM node with
+    8 PCIe 5.0 TLC drives (PM1743 class: 13.0 / 6.6 GB/s each), ../shared/reference/models-hardware.md
+    §2-3; the capacities default to 0 (no such tier)."""
+    name: str = setting("custom", "text")
+    hbm_cache_bytes: int = setting(0, "bytes", unit="bytes", doc="KV share of HBM after weights and activations")
+    dram_bytes: int = setting(0, "bytes", unit="bytes")
+    ssd_bytes: int = setting(0, "bytes", unit="bytes")
+    gpus_per_node: int = setting(8, lo=1, integer=True)
+    gpu_flops: float = setting(989e12, lo=0, lo_open=True, unit="FLOP/s per GPU", doc="dense BF16 (H100 SXM)")
+    mfu: float = setting(0.4, lo=0, lo_open=True, hi=1, doc="prefill model FLOPs utilisation")
+    gpu_usd_per_hour: float = setting(3.0, lo=0, unit="$ per GPU-hour", doc="planning default (H100)")
+    host_link_bytes_per_s: float = setting(400e9, "rate", unit="bytes/s",
+                                           doc="node aggregate, 8 x PCIe Gen5 x16 (~50 GB/s each)")
+    ssd_read_bytes_per_s: float = setting(104e9, "rate", unit="bytes/s", doc="node aggregate: 8 drives x 13 GB/s")
+    ssd_read_latency_s: float = setting(100e-6, lo=0, unit="s")
+    ssd_write_bytes_per_s: float = setting(52.8e9, "rate", unit="bytes/s", doc="node aggregate: 8 drives x 6.6 GB/s")
+    ssd: SSDConfig = setting(kind="section", section=SSDConfig, default_factory=SSDConfig)
 
     @property
     def tbw_bytes(self) -> float:
@@ -79,93 +82,43 @@ class HardwareConfig:
     def ssd_price_usd(self) -> float:
         return self.ssd.usd_per_tb * self.ssd_bytes / 1e12
 
+    def check(self, prefix: str) -> None:
+        """With ``ftl=greedy`` the drive must have enough spare erase blocks for garbage collection to
+        always free one (cluster_sim/ftl.py)."""
+        s = self.ssd
+        if s.ftl == "greedy" and self.ssd_bytes > 0:
+            eb = auto_erase_block_bytes(self.ssd_bytes) if s.erase_block_bytes == "auto" else s.erase_block_bytes
+            check_geometry(self.ssd_bytes, s.overprovision, eb, s.streams, prefix + ".ssd")
+
     @classmethod
     def from_mapping(cls, m: Mapping, prefix: str = "hardware") -> "HardwareConfig":
-        allowed = {f.name for f in fields(cls)}
-        _check_keys(m, allowed, prefix)
-        ssd = m.get("ssd") or {}
-        _check_keys(ssd, {f.name for f in fields(SSDConfig)}, prefix + ".ssd")
-        p = prefix
-        return cls(
-            name=str(m.get("name", "custom")),
-            hbm_cache_bytes=parse_bytes(m.get("hbm_cache_bytes", 0), f"{p}.hbm_cache_bytes"),
-            dram_bytes=parse_bytes(m.get("dram_bytes", 0), f"{p}.dram_bytes"),
-            ssd_bytes=parse_bytes(m.get("ssd_bytes", 0), f"{p}.ssd_bytes"),
-            gpus_per_node=_num(m, "gpus_per_node", p, 8, lo=1, integer=True),
-            gpu_flops=_num(m, "gpu_flops", p, 989e12, lo=0, lo_open=True),
-            mfu=_num(m, "mfu", p, 0.4, lo=0, hi=1, lo_open=True),
-            gpu_usd_per_hour=_num(m, "gpu_usd_per_hour", p, 3.0, lo=0),
-            host_link_bytes_per_s=parse_rate(m.get("host_link_bytes_per_s", 400e9), f"{p}.host_link_bytes_per_s"),
-            ssd_read_bytes_per_s=parse_rate(m.get("ssd_read_bytes_per_s", 50e9), f"{p}.ssd_read_bytes_per_s"),
-            ssd_read_latency_s=_num(m, "ssd_read_latency_s", p, 100e-6, lo=0),
-            ssd_write_bytes_per_s=parse_rate(m.get("ssd_write_bytes_per_s", 25e9), f"{p}.ssd_write_bytes_per_s"),
-            ssd=SSDConfig(
-                dwpd=_num(ssd, "dwpd", p + ".ssd", 1.0, lo=0, lo_open=True),
-                warranty_years=_num(ssd, "warranty_years", p + ".ssd", 5.0, lo=0, lo_open=True),
-                waf=_num(ssd, "waf", p + ".ssd", 1.0, lo=1.0),
-                usd_per_tb=_num(ssd, "usd_per_tb", p + ".ssd", 330.0, lo=0),
-                **_ftl_settings(ssd, p + ".ssd", parse_bytes(m.get("ssd_bytes", 0), f"{p}.ssd_bytes")),
-            ),
-        )
-
-
-def _ftl_settings(ssd: Mapping, prefix: str, ssd_bytes: int) -> dict:
-    """``hardware.ssd.{ftl, overprovision, erase_block_bytes, streams}``, checked together: with
-    ``ftl=greedy`` the WAF is measured, so ``waf`` must stay 1, and the drive must have enough
-    spare erase blocks for garbage collection to always free one (cluster_sim/ftl.py)."""
-    from .ftl import FTL_MODES, STREAM_MODES, auto_erase_block_bytes, check_geometry
-
-    ftl = _choice(ssd, "ftl", prefix, FTL_MODES, "ideal")
-    op = _num(ssd, "overprovision", prefix, 0.127, lo=0, hi=1, lo_open=True)
-    if op >= 1:
-        raise ConfigError(f"{prefix}.overprovision", f"must be < 1 (a share of the raw capacity), got {op!r}")
-    eb = ssd.get("erase_block_bytes", "auto")
-    if eb != "auto":
-        eb = parse_bytes(eb, f"{prefix}.erase_block_bytes")
-        if eb <= 0:
-            raise ConfigError(f"{prefix}.erase_block_bytes", f"must be a positive size or auto, got {eb!r}")
-    streams = _choice(ssd, "streams", prefix, STREAM_MODES, "none")
-    if ftl == "greedy":
-        waf = ssd.get("waf", 1.0)
-        if parse_number(f"{prefix}.waf", waf) != 1.0:
-            raise ConfigError(f"{prefix}.waf", f"is the assumed write amplification of ftl=ideal; with ftl=greedy "
-                                               f"it is measured, so leave it at 1 (got {waf!r})")
-        if ssd_bytes > 0:
-            check_geometry(ssd_bytes, op, auto_erase_block_bytes(ssd_bytes) if eb == "auto" else eb, streams, prefix)
-    return {"ftl": ftl, "overprovision": op, "erase_block_bytes": eb, "streams": streams}
+        return _settings.parse(cls, m, prefix)
 
 
 @dataclass(frozen=True)
 class WorkloadConfig:
-    format: str = "parquet"
-    path: str | None = None
-    limit_requests: int | None = None
-    until_s: float | None = None
-    warmup_s: float = 0.0
-    time_scale: float = 1.0
-    replays_per_day_scale: float = 1.0
-    rechain: str = "auto"                          # auto | always | never (cluster_sim.trace.rechain)
-    options: dict = field(default_factory=dict)   # reader / generator specific keys
-
-    _CORE = ("format", "path", "limit_requests", "until_s", "warmup_s", "time_scale", "replays_per_day_scale",
-             "rechain")
+    """The request stream (``workload``); reader / generator options of the format go to ``options``
+    (checked by :func:`cluster_sim.trace.load.check_workload_options`)."""
+    format: str = setting("parquet", "choice", choices=WORKLOAD_FORMATS)
+    path: str | None = setting(None, "text", allow_none=True, doc="the trace file (every format but synthetic)")
+    limit_requests: int | None = setting(None, lo=1, integer=True, allow_none=True, doc="first N requests")
+    until_s: float | None = setting(None, lo=0, allow_none=True, unit="s", doc="requests arriving before this")
+    warmup_s: float = setting(0.0, lo=0, unit="s", doc="requests before this are replayed but not counted")
+    time_scale: float = setting(1.0, lo=0, lo_open=True, doc="arrival times are multiplied by this")
+    replays_per_day_scale: float = setting(1.0, lo=0, lo_open=True,
+                                           doc="simulated seconds x this = wall seconds of wear")
+    rechain: str = setting("auto", "choice", choices=RECHAIN_MODES,
+                           doc="chain block hashes that are not prefix-chained (cluster_sim.trace.rechain)")
+    options: dict = setting(kind="any", default_factory=dict)   # reader / generator specific keys
 
     @classmethod
     def from_mapping(cls, m: Mapping, prefix: str = "workload") -> "WorkloadConfig":
-        fmt = _choice(m, "format", prefix, WORKLOAD_FORMATS, "parquet")
-        path = m.get("path")
-        if fmt != "synthetic" and not path:
+        core = {f.name for f in fields(cls)} - {"options"}
+        fmt = _settings.check_value(f"{prefix}.format", _settings.spec_of(fields(cls)[0]), m.get("format", "parquet"))
+        if fmt != "synthetic" and not m.get("path"):
             raise ConfigError(f"{prefix}.path", f"workload.format={fmt} needs a trace file path")
-        lim = _num(m, "limit_requests", prefix, None, lo=1, integer=True, allow_none=True)
-        until = _num(m, "until_s", prefix, None, lo=0, allow_none=True)
-        wl = cls(
-            format=fmt, path=None if path is None else str(path), limit_requests=lim, until_s=until,
-            warmup_s=_num(m, "warmup_s", prefix, 0.0, lo=0),
-            time_scale=_num(m, "time_scale", prefix, 1.0, lo=0, lo_open=True),
-            replays_per_day_scale=_num(m, "replays_per_day_scale", prefix, 1.0, lo=0, lo_open=True),
-            rechain=_choice(m, "rechain", prefix, RECHAIN_MODES, "auto"),
-            options={k: v for k, v in m.items() if k not in cls._CORE},
-        )
+        wl = _settings.parse(cls, {k: v for k, v in m.items() if k in core}, prefix)
+        wl = replace(wl, options={k: v for k, v in m.items() if k not in core})
         from .trace.load import check_workload_options   # reader options, checked before any work
         check_workload_options(wl)
         return wl
@@ -173,17 +126,24 @@ class WorkloadConfig:
 
 @dataclass(frozen=True)
 class PolicyConfig:
+    """``policy``: the registered policy ``name`` and its parameters. ``params`` holds the keys as
+    given (for labels and logs); ``settings`` is the policy's typed parameter dataclass, validated
+    once here (:func:`cluster_sim.policies.base.parse_params`)."""
     name: str = "lru"
     params: dict = field(default_factory=dict)
+    settings: Any = None
 
     @classmethod
     def from_mapping(cls, m: Mapping | str, prefix: str = "policy") -> "PolicyConfig":
+        from .policies.base import parse_params
+
         if isinstance(m, str):
-            return cls(name=m)
+            m = {"name": m}
         name = m.get("name")
         if not name:
             raise ConfigError(f"{prefix}.name", "is required")
-        return cls(name=str(name), params={k: v for k, v in m.items() if k != "name"})
+        params = {k: v for k, v in m.items() if k != "name"}
+        return cls(name=str(name), params=params, settings=parse_params(str(name), params))
 
     def label(self) -> str:
         """A short run label carrying the key parameters, e.g. ``lru_k(k=2)``."""
@@ -195,49 +155,46 @@ class PolicyConfig:
 
 @dataclass(frozen=True)
 class FleetConfig:
-    nodes: int = 1
-    router: str = "round_robin"
-    backend: str = "inprocess"
-    ray_workers: int | None = None
-    ray_address: str = "local"
-    sync: str = "none"
-    epoch_s: float = 60.0
-    affinity_chunks: int = 2
-    node_overrides: dict = field(default_factory=dict)
-    kv_balance: float = 1.0
-    kv_threshold: float = 0.5
-    kv_max_work_ratio: float = 1.2
-    inject_failure: dict | None = None
+    """``fleet``: the nodes, the router in front of them and where they run (simulation-model §8)."""
+    nodes: int = setting(1, lo=1, integer=True, doc="model replicas, each on hardware.gpus_per_node GPUs")
+    router: str = setting("round_robin", "choice", choices=ROUTERS)
+    backend: str = setting("inprocess", "choice", choices=BACKENDS, doc="inprocess | ray (nodes as Ray actors)")
+    ray_workers: int | None = setting(None, lo=1, integer=True, allow_none=True,
+                                      doc="Ray actor processes the nodes are packed into (default: one per node)")
+    ray_address: str = setting("local", "text", doc="local | auto | host:port")
+    sync: str = setting("none", "choice", choices=SYNC_MODES,
+                        doc="kv_events: routers see nodes' stored/removed chunks at barriers")
+    epoch_s: float = setting(60.0, lo=0, lo_open=True, unit="s", doc="simulated seconds between barriers")
+    affinity_chunks: int = setting(2, lo=1, integer=True,
+                                   doc="session_affinity without sessions: hash of the first N full chunks")
+    node_overrides: dict = setting(kind="mapping", default_factory=dict,
+                                   doc="{<i>: {hardware keys}} makes node i differ")
+    kv_balance: float = setting(1.0, lo=0, doc="kv_aware: weight of backlog seconds against recompute saved")
+    kv_threshold: float = setting(0.5, lo=0, hi=1,
+                                  doc="kv_aware: least share of the prompt's chunks a node must hold to be preferred")
+    kv_max_work_ratio: float = setting(1.2, lo=1,
+                                       doc="kv_aware: nodes above this x mean dispatched work lose affinity")
+    inject_failure: dict | None = setting(None, "any",
+                                          doc="{node: i, epoch: e}: the node dies at that epoch (failure tests)")
 
     @classmethod
     def from_mapping(cls, m: Mapping, prefix: str = "fleet") -> "FleetConfig":
-        _check_keys(m, {f.name for f in fields(cls)}, prefix)
-        nodes = _num(m, "nodes", prefix, 1, lo=1, integer=True)
-        over = dict(m.get("node_overrides") or {})
+        m = dict(m)
+        if m.get("ray_address", "local") is None:
+            m["ray_address"] = "local"
+        if m.get("node_overrides") is None:
+            m.pop("node_overrides", None)
+        fl = _settings.parse(cls, m, prefix)
         clean = {}
-        for k, v in over.items():
+        for k, v in fl.node_overrides.items():
             try:
                 i = int(k)
             except (TypeError, ValueError):
                 raise ConfigError(f"{prefix}.node_overrides", f"keys must be node indices, got {k!r}") from None
-            if not 0 <= i < nodes:
-                raise ConfigError(f"{prefix}.node_overrides.{k}", f"node index out of range 0..{nodes - 1}")
+            if not 0 <= i < fl.nodes:
+                raise ConfigError(f"{prefix}.node_overrides.{k}", f"node index out of range 0..{fl.nodes - 1}")
             clean[i] = dict(v or {})
-        return cls(
-            nodes=nodes,
-            router=_choice(m, "router", prefix, ROUTERS, "round_robin"),
-            backend=_choice(m, "backend", prefix, BACKENDS, "inprocess"),
-            ray_workers=_num(m, "ray_workers", prefix, None, lo=1, integer=True, allow_none=True),
-            ray_address=m.get("ray_address") or "local",
-            sync=_choice(m, "sync", prefix, SYNC_MODES, "none"),
-            epoch_s=_num(m, "epoch_s", prefix, 60.0, lo=0, lo_open=True),
-            affinity_chunks=_num(m, "affinity_chunks", prefix, 2, lo=1, integer=True),
-            node_overrides=clean,
-            kv_balance=_num(m, "kv_balance", prefix, 1.0, lo=0),
-            kv_threshold=_num(m, "kv_threshold", prefix, 0.5, lo=0, hi=1),
-            kv_max_work_ratio=_num(m, "kv_max_work_ratio", prefix, 1.2, lo=1),
-            inject_failure=_failure(m.get("inject_failure"), nodes, prefix),
-        )
+        return replace(fl, node_overrides=clean, inject_failure=_failure(fl.inject_failure, fl.nodes, prefix))
 
 
 def _failure(v, nodes: int, prefix: str):
@@ -248,6 +205,76 @@ def _failure(v, nodes: int, prefix: str):
     node = _num(v, "node", f"{prefix}.inject_failure", lo=0, hi=nodes - 1, integer=True)
     epoch = _num(v, "epoch", f"{prefix}.inject_failure", lo=0, integer=True)
     return {"node": node, "epoch": epoch}
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """``cache``: how prompts are cut into chunks."""
+    chunk_tokens: int | str = setting("auto", words=("auto",), lo=1, hi=2**31 - 1, integer=True, unit="tokens",
+                                      doc="auto = the smallest multiple of the block size >= 256, or a whole "
+                                          "multiple of the trace's block size (at most int32: a prompt never is "
+                                          "longer)")
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    """``output``: where a run's files go."""
+    summary_path: str | None = setting(None, "text", allow_none=True, doc="default: <run output dir>/summary.json")
+    dir: str | None = setting(None, "text", allow_none=True, doc="default: Hydra's run directory")
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    """``metrics``."""
+    lifetime_cap_years: float = setting(1000.0, lo=0, lo_open=True, unit="years",
+                                        doc="an SSD lifetime longer than this is reported as this")
+
+
+@dataclass(frozen=True)
+class TrackingSettings:
+    """``tracking``: MLflow (cluster_sim.tracking checks the store before a run)."""
+    enabled: bool = setting(True, "bool", doc="the command line logs to MLflow (cluster_sim.run never does)")
+    uri: str = setting("sqlite:///mlflow_runs/mlflow.db", "text", doc="relative to the directory the command runs from")
+    experiment: str = setting("cluster_sim", "text", doc="one experiment per study: the experiment configs set it")
+    artifact_root: str | None = setting(None, "text", allow_none=True,
+                                        doc="default: artifacts/ beside a SQLite database")
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """``sweep``: ``cluster-sim -m`` (docs/sweeps.md)."""
+    resume: bool = setting(False, "bool", doc="skip points with a FINISHED run of the same config hash")
+    max_parallel: int | None = setting(None, lo=1, integer=True, allow_none=True, doc="points in flight at once")
+    progress: bool | str = setting("auto", "bool", words=("auto",),
+                                   doc="auto: a progress bar on a terminal, quiet in CI / when piped")
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """``ray``: where sweep points run (fleet.ray_address is the fleet backend's own)."""
+    address: str = setting("local", "text", doc="local | auto | host:port")
+    task_cpus: float = setting(1, lo=0, lo_open=True, doc="CPUs Ray reserves per point")
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """``report``."""
+    figures: bool = setting(True, "bool", doc="per-run figures, and the comparison figures at the end of a sweep")
+
+
+@dataclass(frozen=True)
+class PathsSettings:
+    """``paths``: where the real traces are (cluster_sim.locations; decision 53)."""
+    traces: str = setting("${oc.env:CLUSTER_SIM_TRACES,../shared/traces}", "text",
+                          doc="the shared traces (never copied here): $CLUSTER_SIM_TRACES, else ../shared/traces; "
+                              "the workload files interpolate ${paths.traces}")
+
+
+#: top-level sections of the composed config read by a run, and their schema (None: read elsewhere)
+SECTIONS = {"model": None, "hardware": HardwareConfig, "workload": WorkloadConfig, "policy": None,
+            "fleet": FleetConfig, "cache": CacheSettings, "seed": None, "output": OutputSettings,
+            "tracking": TrackingSettings, "sweep": SweepSettings, "ray": RaySettings, "report": ReportSettings,
+            "metrics": MetricsSettings, "paths": PathsSettings}
 
 
 @dataclass(frozen=True)
@@ -270,6 +297,9 @@ class SimConfig:
         from .model import load_model, model_from_config
 
         m = dict(m)
+        for k in m:
+            if k not in SECTIONS:
+                raise ConfigError(str(k), f"unknown key; known keys here: {', '.join(sorted(SECTIONS))}")
         model_m = m.get("model")
         if model_m is None:
             raise ConfigError("model", "is required (e.g. model=qwen3_next_80b_a3b)")
@@ -278,24 +308,23 @@ class SimConfig:
         else:
             model = model_from_config(model_m)
         hardware = HardwareConfig.from_mapping(m.get("hardware") or {})
-        cache = m.get("cache") or {}
-        ct = cache.get("chunk_tokens", "auto")
-        if ct != "auto":   # at most int32: a prompt (input_tokens, int32) is never longer
-            ct = _num(cache, "chunk_tokens", "cache", lo=1, hi=2**31 - 1, integer=True)
-        out = m.get("output") or {}
-        metrics = m.get("metrics") or {}
+        cache = _settings.parse(CacheSettings, m.get("cache"), "cache")
+        out = _settings.parse(OutputSettings, m.get("output"), "output")
+        metrics = _settings.parse(MetricsSettings, m.get("metrics"), "metrics")
+        for key in ("tracking", "sweep", "ray", "report"):
+            _settings.parse(SECTIONS[key], m.get(key), key)
         return cls(
             model=model,
             hardware=hardware,
             workload=WorkloadConfig.from_mapping(m.get("workload") or {}),
             policy=PolicyConfig.from_mapping(m.get("policy") or "lru"),
             fleet=FleetConfig.from_mapping(m.get("fleet") or {}),
-            chunk_tokens=ct,
+            chunk_tokens=cache.chunk_tokens,
             seed=_num(m, "seed", "", 0, lo=0, integer=True),
-            summary_path=out.get("summary_path"),
-            output_dir=out.get("dir"),
+            summary_path=out.summary_path,
+            output_dir=out.dir,
             tracking=dict(m.get("tracking") or {}),
-            lifetime_cap_years=_num(metrics, "lifetime_cap_years", "metrics", 1000.0, lo=0, lo_open=True),
+            lifetime_cap_years=metrics.lifetime_cap_years,
             raw=_plain(m),
         )
 

@@ -21,7 +21,12 @@ from .cost import CostModel
 from .errors import ConfigError, UserError
 from .metrics import NodeStats
 from .node import NodeSim, floor_pass
-from .policies.base import make_policy
+from .policies.base import make_policy, policy_class
+
+
+def _policy_params(cfg):
+    """The validated parameters of ``cfg.policy`` (``SimConfig`` parsed them once)."""
+    return cfg.policy.settings if cfg.policy.settings is not None else cfg.policy.params
 
 
 class SimulationError(UserError):
@@ -44,7 +49,7 @@ class NodeRunner:
         self.cfg = cfg
         self.k = node_index
         hw = cfg.hardware_for_node(node_index)
-        policy = make_policy(cfg.policy.name, cfg.policy.params)
+        policy = make_policy(cfg.policy.name, _policy_params(cfg))     # the node's one policy
         future = None
         if policy.needs_future:
             from .policies.base import FutureStream
@@ -76,7 +81,7 @@ class NodeRunner:
         passes = 1
         converged = False
         for _ in range(final.hindsight_passes - 1):
-            pol = make_policy(cfg.policy.name, cfg.policy.params)
+            pol = make_policy(cfg.policy.name, _policy_params(cfg))    # a fresh one per earlier replay
             pol.labels = dict(labels) if passes > 1 else None
             node = NodeSim(tr.parent, tr.depth, tr.anchor, tr.flat, tr.chunk_tokens, cfg.model,
                            cfg.hardware_for_node(self.k), pol, node_index=self.k,
@@ -209,8 +214,7 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
             router.dispatched(i, node)
             assign[i] = node
         futures = [np.flatnonzero(assign == j) for j in range(k)]
-    probe = make_policy(cfg.policy.name, cfg.policy.params)
-    if not probe.needs_future:
+    if not policy_class(cfg.policy.name).needs_future:     # a class attribute: no policy is built here
         futures = None
     elif futures is None:
         raise ConfigError("policy", f"policy {cfg.policy.name!r} needs the node's future requests; "

@@ -247,9 +247,7 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
 
     for p in points:   # every point valid before anything runs
         try:
-            sc = SimConfig.from_mapping(p.config)
-            from .policies.base import make_policy
-            make_policy(sc.policy.name, sc.policy.params)
+            SimConfig.from_mapping(p.config)      # policy parameters too (no policy is built)
         except UserError as e:
             raise UserError(f"sweep point #{p.idx} ({' '.join(p.overrides) or 'no overrides'}): {e}") from e
 

@@ -19,11 +19,13 @@ KEYS = ["requests", "chunk_miss_ratio", "token_miss_ratio", "miss_ratio_floor", 
         "ssd_bytes_written_state", "ssd_write_hit_fraction", "hits_hbm_fa", "hits_hbm_state", "hits_dram_fa",
         "hits_dram_state", "hits_ssd_fa", "hits_ssd_state", "insert_skipped_bytes", "load_latency_mean_s",
         "ttft_p99_s", "recompute_gpu_seconds"]
+from cluster_sim.policies.base import known_policies  # noqa: E402
+
+# every registered policy at its defaults (tests/test_registry.py checks each has its golden), then
+# the variants that pin other code paths
 CASES = {
     "default_lru": [],
-    **{f"default_{name}": [f"policy={name}"] for name in (
-        "gandalf", "write_through", "write_through_selective", "lru_k", "hot_prefix", "marconi",
-        "workload_aware", "dynamic_random", "oracle", "oracle_admission")},
+    **{f"default_{name}": [f"policy={name}"] for name in known_policies() if name != "lru"},
     "default_gandalf_strict": ["policy=gandalf", "policy.placement=strict"],
     "default_gandalf_paper": ["policy=gandalf_paper"],
     "default_gandalf_learned": ["policy=gandalf", "policy.reuse=learned"],

@@ -1,6 +1,6 @@
 """The policy contract (simulation-model §7, ``cluster_sim/policies/base.py``), checked for
-every registered policy: ``known_policies()`` lists those whose module exists, so this file
-grows as policies land.
+every registered policy (``known_policies()``; tests/test_schema.py checks that each one with
+parameters has variants here).
 
 * the residency invariants hold after every request on random workloads;
 * every victim returned is unpinned, resident in the tier asked, listed once, and the set
@@ -49,6 +49,8 @@ VARIANTS = {
                        {"categories": "first_later", "lifespan": "none", "first_fit_s": 1, "min_samples": 1,
                         "horizon_s": 5}],
     "oracle": [{"fa_use": "hit"}, {"state_use": "path"}],
+    "gandalf": [{"placement": "strict"}, {"reuse": "rate", "objective": "dollars", "victim_loss": "shadow_price"}],
+    "oracle_admission": [{"passes": 1}, {"passes": 2}],
 }
 CASES = [(n, {}) for n in POLICIES] + [(n, p) for n in POLICIES for p in VARIANTS.get(n, [])]
 CASE_IDS = [n + "".join(f"-{k}={v}" for k, v in p.items()) for n, p in CASES]

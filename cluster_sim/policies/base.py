@@ -40,23 +40,19 @@ node's whole request stream as ``ctx.future`` (only the oracle may do this).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
 
 import numpy as np
 
+from .. import settings
 from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, CacheState, TierLRU, chunk_of, fa_of, is_state
 from ..errors import ConfigError
 from ..units import parse_number
 
-__all__ = ["Policy", "RequestMeta", "NodeContext", "Victims", "no_victims", "lru_select", "register", "make_policy", "known_policies",
-           "DROP", "DEMOTE", "HBM", "DRAM", "SSD"]
-
-
-def num_param(name: str, value, **limits):
-    """Validate the numeric parameter ``policy.<name>``: :func:`cluster_sim.units.parse_number`
-    with the same limits (``lo``, ``hi``, ``integer``, ``allow_none``, ``lo_open``, ``allow_inf``)."""
-    return parse_number(f"policy.{name}", value, **limits)
+__all__ = ["Policy", "NoParams", "RequestMeta", "NodeContext", "Victims", "no_victims", "lru_select", "register",
+           "make_policy", "known_policies", "policy_class", "policy_params", "policy_keys", "parse_params",
+           "RegistryError", "DROP", "DEMOTE", "HBM", "DRAM", "SSD"]
 
 
 @dataclass
@@ -115,6 +111,11 @@ class FutureStream:
     arrival_s: np.ndarray
 
 
+@dataclass(frozen=True)
+class NoParams:
+    """The parameters of a policy that has none."""
+
+
 class Policy:
     """The contract every cache manager implements (module docstring; simulation-model §7).
 
@@ -125,15 +126,24 @@ class Policy:
     """
 
     name = "base"
+    #: the policy's typed parameters (a settings dataclass: keys, defaults, limits, units), the only
+    #: place its defaults are written; conf/policy/<name>.yaml carries only what differs
+    Params: type = NoParams
     wants_residency_events = False
     leaf_event_tiers = (0, 1, 2)     # tiers (HBM, DRAM, SSD) whose on_leaf events the policy uses
     uses_admit_on_insert = False     # set True if admit_on_insert may return True
     needs_future = False             # hindsight policies only
 
-    def __init__(self, **params):
-        if params:
-            raise ConfigError(f"policy.{next(iter(params))}",
-                              f"unknown parameter for policy {self.name!r}")
+    def __init__(self, params=None, /, **kw):
+        """``params``: an instance of :attr:`Params` (validated already, as :func:`make_policy`
+        gives it), or a mapping / keywords, validated here."""
+        if params is None or isinstance(params, Mapping):
+            params = _parse(type(self), {**(params or {}), **kw})
+        elif kw:
+            raise TypeError("give the parameters either as a Params instance or as keywords, not both")
+        elif not isinstance(params, self.Params):
+            raise TypeError(f"policy {self.name!r} takes {self.Params.__name__}, got {type(params).__name__}")
+        self.params = params
 
     def bind(self, ctx: NodeContext) -> None:
         """Attach to one node before its first request: ``ctx.state`` is the node's cache
@@ -338,39 +348,92 @@ class Tentative:
 
 
 # ---- registry ----------------------------------------------------------------
-_REGISTRY: dict[str, str] = {
-    "lru": "cluster_sim.policies.lru:LRUPolicy",
-    "gandalf": "cluster_sim.policies.gandalf:GandalfPolicy",
-    "write_through": "cluster_sim.policies.write_through:WriteThroughPolicy",
-    "write_through_selective": "cluster_sim.policies.write_through:WriteThroughSelectivePolicy",
-    "lru_k": "cluster_sim.policies.lru_k:LRUKPolicy",
-    "hot_prefix": "cluster_sim.policies.hot_prefix:HotPrefixPolicy",
-    "marconi": "cluster_sim.policies.marconi:MarconiPolicy",
-    "workload_aware": "cluster_sim.policies.workload_aware:WorkloadAwarePolicy",
-    "dynamic_random": "cluster_sim.policies.dynamic_random:DynamicRandomPolicy",
-    "oracle": "cluster_sim.policies.oracle:OraclePolicy",
-    "oracle_admission": "cluster_sim.policies.oracle_admission:OracleAdmissionPolicy",
-}
+class RegistryError(RuntimeError):
+    """The policy registry is inconsistent: a name registered twice, or an entry whose module or
+    class cannot be loaded. A fault of the installation or of a plugin, not of the user's config,
+    so it keeps its traceback."""
+
+
+_REGISTRY: dict[str, str] = {}
 
 
 def register(name: str, target: str) -> None:
-    """Register a policy class by dotted path ``module:Class`` (imported lazily)."""
+    """Register a policy class by dotted path ``module:Class`` (imported lazily). A name registered
+    twice is an error, never a silent overwrite."""
+    if name in _REGISTRY:
+        raise RegistryError(f"policy {name!r} is already registered (as {_REGISTRY[name]!r}); "
+                            f"cannot register it again as {target!r}")
+    if not isinstance(target, str) or target.count(":") != 1 or not all(target.split(":")):
+        raise RegistryError(f"policy {name!r}: target must be 'module:Class', got {target!r}")
     _REGISTRY[name] = target
 
 
-def _available(name: str) -> bool:
-    import importlib.util
-    return importlib.util.find_spec(_REGISTRY[name].split(":")[0]) is not None
+for _name, _target in (
+    ("lru", "cluster_sim.policies.lru:LRUPolicy"),
+    ("gandalf", "cluster_sim.policies.gandalf:GandalfPolicy"),
+    ("write_through", "cluster_sim.policies.write_through:WriteThroughPolicy"),
+    ("write_through_selective", "cluster_sim.policies.write_through:WriteThroughSelectivePolicy"),
+    ("lru_k", "cluster_sim.policies.lru_k:LRUKPolicy"),
+    ("hot_prefix", "cluster_sim.policies.hot_prefix:HotPrefixPolicy"),
+    ("marconi", "cluster_sim.policies.marconi:MarconiPolicy"),
+    ("workload_aware", "cluster_sim.policies.workload_aware:WorkloadAwarePolicy"),
+    ("dynamic_random", "cluster_sim.policies.dynamic_random:DynamicRandomPolicy"),
+    ("oracle", "cluster_sim.policies.oracle:OraclePolicy"),
+    ("oracle_admission", "cluster_sim.policies.oracle_admission:OracleAdmissionPolicy"),
+):
+    register(_name, _target)
 
 
 def known_policies() -> list[str]:
-    """Registered policies whose module exists in this version."""
-    return sorted(n for n in _REGISTRY if _available(n))
+    """Every registered policy (none is dropped: an entry that cannot be loaded fails in
+    :func:`policy_class`)."""
+    return sorted(_REGISTRY)
 
 
-def make_policy(name: str, params: dict | None = None) -> Policy:
-    if name not in _REGISTRY or not _available(name):
+def policy_class(name: str) -> type:
+    """The class registered as ``name``; ConfigError for an unknown name (a user's typo),
+    RegistryError if the entry cannot be loaded."""
+    if name not in _REGISTRY:
         raise ConfigError("policy", f"unknown policy {name!r}; known: {', '.join(known_policies())}")
-    mod, cls = _REGISTRY[name].split(":")
-    klass = getattr(importlib.import_module(mod), cls)
-    return klass(**(params or {}))
+    target = _REGISTRY[name]
+    mod, cls = target.split(":")
+    try:
+        module = importlib.import_module(mod)
+    except ImportError as e:
+        raise RegistryError(f"policy {name!r} is registered as {target!r}, but its module cannot be "
+                            f"imported: {e}") from e
+    klass = getattr(module, cls, None)
+    if not (isinstance(klass, type) and issubclass(klass, Policy)):
+        raise RegistryError(f"policy {name!r} is registered as {target!r}, but {mod} has no Policy class {cls!r}")
+    return klass
+
+
+def policy_params(name: str) -> type:
+    """The parameter dataclass of policy ``name``."""
+    return policy_class(name).Params
+
+
+def policy_keys(name: str) -> tuple[str, ...]:
+    """The parameter keys of policy ``name`` (``policy.<key>``), in declaration order."""
+    return tuple(f.name for f in fields(policy_params(name)))
+
+
+def _parse(klass: type, params: Mapping):
+    keys = ", ".join(f.name for f in fields(klass.Params)) or "none"
+    return settings.parse(klass.Params, params, "policy",
+                          unknown=f"unknown parameter for policy {klass.name!r} (its parameters: {keys})")
+
+
+def parse_params(name: str, params: Mapping | None = None):
+    """Policy ``name``'s typed parameters from ``params`` (``policy.<key>`` without ``name``):
+    unknown keys, types and limits are checked here, once; no policy is built."""
+    return _parse(policy_class(name), params or {})
+
+
+def make_policy(name: str, params=None) -> Policy:
+    """A new policy ``name``: ``params`` is its :attr:`Policy.Params` instance (validated already,
+    e.g. ``SimConfig.policy.settings``) or a mapping, validated here."""
+    klass = policy_class(name)
+    if params is None or isinstance(params, Mapping):
+        params = _parse(klass, params or {})
+    return klass(params)

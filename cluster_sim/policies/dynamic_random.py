@@ -41,12 +41,14 @@ that a failed selection gives its draws back (atomicity, determinism).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..cache.state import IN_SSD, chunk_of, fa_of, is_state
 from ..errors import ConfigError
-from ..units import parse_bytes, parse_rate
-from .base import DRAM, SSD, Policy, num_param
+from ..settings import setting
+from .base import DRAM, SSD, Policy
 from .write_through import VictimTally, renotify_inserted, select_gated
 
 __all__ = ["DynamicRandomPolicy"]
@@ -54,28 +56,42 @@ __all__ = ["DynamicRandomPolicy"]
 DAY = 86400.0
 
 
+@dataclass(frozen=True)
+class DynamicRandomParams:
+    target_bytes_per_day: int | None = setting(None, "bytes", lo_open=True, allow_none=True, unit="bytes/day",
+                                               doc="null = hardware.ssd.dwpd x hardware.ssd_bytes")
+    update_interval_s: float = setting(60.0, lo=0, lo_open=True, unit="s")
+    probability_seed: float = setting(1.0, lo=0, lo_open=True, doc="initial probability factor")
+    base_size: int = setting(4096, lo=1, integer=True, unit="bytes")
+    size_decay: float = setting(0.0, lo=0, hi=1, doc="CacheLib's default is 0.3; KV chunks are near-uniform")
+    change_window: float = setting(0.25, lo=0, lo_open=True, hi=1, hi_open=True)
+    max_rate_bytes_per_s: float | None = setting(None, "rate", allow_none=True, unit="bytes/s",
+                                                 doc="null = hardware.ssd_write_bytes_per_s")
+    prob_factor_min: float = setting(0.001, lo=0, lo_open=True)
+    prob_factor_max: float = setting(10.0, lo=0, lo_open=True)
+
+    def check(self, prefix: str) -> None:
+        if self.prob_factor_max < self.prob_factor_min:
+            raise ConfigError(f"{prefix}.prob_factor_max", f"must be >= prob_factor_min ({self.prob_factor_min!r}), "
+                                                           f"got {self.prob_factor_max!r}")
+
+
 class DynamicRandomPolicy(Policy):
     name = "dynamic_random"
+    Params = DynamicRandomParams
 
-    def __init__(self, target_bytes_per_day=None, update_interval_s=60.0, probability_seed=1.0, base_size=4096,
-                 size_decay=0.0, change_window=0.25, max_rate_bytes_per_s=None, prob_factor_min=0.001,
-                 prob_factor_max=10.0, **params):
-        super().__init__(**params)
-        self.target_bytes_per_day = None if target_bytes_per_day is None else \
-            parse_bytes(target_bytes_per_day, "policy.target_bytes_per_day")
-        if self.target_bytes_per_day is not None and self.target_bytes_per_day <= 0:
-            raise ConfigError("policy.target_bytes_per_day", f"must be > 0, got {target_bytes_per_day!r}")
-        self.update_interval = num_param("update_interval_s", update_interval_s, lo=0, lo_open=True)
-        self.factor0 = num_param("probability_seed", probability_seed, lo=0, lo_open=True)
-        self.base_size = num_param("base_size", base_size, lo=1, integer=True)
-        self.size_decay = num_param("size_decay", size_decay, lo=0, hi=1)
-        self.change_window = num_param("change_window", change_window, lo=0, hi=1, lo_open=True)
-        if self.change_window >= 1:
-            raise ConfigError("policy.change_window", f"must be < 1, got {change_window!r}")
-        self.max_rate = None if max_rate_bytes_per_s is None else \
-            parse_rate(max_rate_bytes_per_s, "policy.max_rate_bytes_per_s")
-        self.fmin = num_param("prob_factor_min", prob_factor_min, lo=0, lo_open=True)
-        self.fmax = num_param("prob_factor_max", prob_factor_max, lo=self.fmin)
+    def __init__(self, params=None, /, **kw):
+        super().__init__(params, **kw)
+        p = self.params
+        self.target_bytes_per_day = p.target_bytes_per_day
+        self.update_interval = p.update_interval_s
+        self.factor0 = p.probability_seed
+        self.base_size = p.base_size
+        self.size_decay = p.size_decay
+        self.change_window = p.change_window
+        self.max_rate = p.max_rate_bytes_per_s
+        self.fmin = p.prob_factor_min
+        self.fmax = p.prob_factor_max
 
     def bind(self, ctx) -> None:
         super().bind(ctx)

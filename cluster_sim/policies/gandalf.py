@@ -43,6 +43,7 @@ import importlib
 import math
 import sys
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,8 @@ import numpy as np
 from ..cache.state import IN_DRAM, IN_SSD, chunk_of, fa_of, is_state, state_of
 from ..cache.lazyheap import LazyHeap
 from ..errors import ConfigError
-from .base import DEMOTE, DRAM, DROP, SSD, Policy, Tentative, lru_select, no_victims, num_param
+from ..settings import setting
+from .base import DEMOTE, DRAM, DROP, SSD, Policy, Tentative, lru_select, no_victims
 
 _INF = float("inf")
 _NAN = float("nan")
@@ -63,55 +65,64 @@ COUNTERS = ("drops_fa", "drops_state", "moves_fa", "moves_state", "moves_free", 
             "ssd_evictions", "rescore_repushes")
 
 
+@dataclass(frozen=True)
+class GandalfParams:
+    alpha: float = setting(1.0, lo=0, allow_inf=True,
+                           doc="write-fee multiplier; 0 = flash is free, inf = never pay a write fee")
+    placement: str = setting("capacity_aware", "choice", choices=("capacity_aware", "strict"),
+                             doc="strict: states never on SSD, FA written at DRAM entry")
+    tau_s: float = setting(600.0, lo=0, lo_open=True, unit="s", expect="a positive number of seconds",
+                           doc="forgetting time constant: the main admission knob at realistic prices")
+    horizon_s: float | None = setting(None, lo=0, allow_inf=True, allow_none=True, unit="s", doc="H; null = tau_s")
+    prior_rate: float | None = setting(None, lo=0, allow_inf=True, allow_none=True, unit="1/s",
+                                       doc="r0; null = 1 / tau_s")
+    prior_window_s: float | None = setting(None, lo=0, lo_open=True, allow_inf=True, allow_none=True, unit="s",
+                                           doc="T0; null = tau_s")
+    wear_price: str = setting("static", "choice", choices=("static", "budget_pressure"))
+    victim_loss: str = setting("exact", "choice", choices=("exact", "shadow_price"))
+    victim_peek: int = setting(64, lo=1, integer=True)
+    moveset: str = setting("any", "choice", choices=("any", "root_side"), doc="root_side: an ablation")
+    objective: str = setting("chunks", "choice", choices=("dollars", "chunks"),
+                             doc="chunks: every chunk a hit counts the same (the paper's metric); dollars: "
+                                 "recompute GPU-seconds + wear")
+    reuse: str = setting("hints", "choice", choices=REUSE_MODES,
+                         doc="hints (session-aware survival) | learned (online logistic model) | rate (the paper's "
+                             "reconstruction, policies.md §2.3) | population")
+    replays_per_day_scale: float = setting(1.0, lo=0, allow_inf=True,
+                                           doc="for budget_pressure: simulated seconds x this = wall seconds of wear")
+    engine: str = setting("auto", "choice", choices=("auto", "numba", "python"),
+                          doc="victim selection: numba (compiled, when installed) or python (the interpreted "
+                              "reference); same results")
+    refit_requests: int = setting(500, lo=1, integer=True, doc="hints / learned: refit every this many requests")
+
+
 class GandalfPolicy(Policy):
     name = "gandalf"
+    Params = GandalfParams
     wants_residency_events = True
     leaf_event_tiers = (DRAM,)          # SSD victims come back through on_global_leaf
 
-    def __init__(self, alpha=1.0, placement="capacity_aware", tau_s=600.0, horizon_s=None, prior_rate=None,
-                 prior_window_s=None, wear_price="static", victim_loss="exact", victim_peek=64, moveset="any",
-                 objective="chunks", reuse="hints", replays_per_day_scale=1.0, engine="auto", refit_requests=500,
-                 **unknown):
-        if unknown:
-            raise ConfigError(f"policy.{next(iter(unknown))}", "unknown parameter for policy 'gandalf'")
-        self.alpha = num_param("alpha", alpha, lo=0, allow_inf=True)
-        if placement not in ("capacity_aware", "strict"):
-            raise ConfigError("policy.placement", f"must be capacity_aware or strict, got {placement!r}")
-        self.placement = placement
-        self.tau = num_param("tau_s", tau_s, lo=0, allow_inf=True)
-        if not 0 < self.tau < _INF:
-            raise ConfigError("policy.tau_s", f"must be a positive number of seconds, got {tau_s!r}")
-        self.H = self.tau if horizon_s is None else num_param("horizon_s", horizon_s, lo=0, allow_inf=True)
-        self.r0 = 1.0 / self.tau if prior_rate is None else num_param("prior_rate", prior_rate, lo=0, allow_inf=True)
-        self.T0 = self.tau if prior_window_s is None else num_param("prior_window_s", prior_window_s, lo=0, allow_inf=True)
-        if self.T0 <= 0:
-            raise ConfigError("policy.prior_window_s", "must be > 0")
-        if wear_price not in ("static", "budget_pressure"):
-            raise ConfigError("policy.wear_price", f"must be static or budget_pressure, got {wear_price!r}")
-        self.wear_price = wear_price
-        if victim_loss not in ("exact", "shadow_price"):
-            raise ConfigError("policy.victim_loss", f"must be exact or shadow_price, got {victim_loss!r}")
-        self.victim_loss = victim_loss
-        self.victim_peek = int(victim_peek)
-        if self.victim_peek < 1:
-            raise ConfigError("policy.victim_peek", "must be >= 1")
-        if moveset not in ("any", "root_side"):
-            raise ConfigError("policy.moveset", f"must be any or root_side, got {moveset!r}")
-        self.moveset = moveset
-        if objective not in ("dollars", "chunks"):
-            raise ConfigError("policy.objective", f"must be dollars or chunks, got {objective!r}")
-        self.objective = objective
-        if reuse not in REUSE_MODES:
-            raise ConfigError("policy.reuse", f"must be one of {', '.join(REUSE_MODES)}, got {reuse!r}")
-        self.reuse = reuse
-        self.refit_requests = num_param("refit_requests", refit_requests, lo=1, integer=True)
+    def __init__(self, params=None, /, **kw):
+        super().__init__(params, **kw)
+        p = self.params
+        self.alpha = p.alpha
+        self.placement = p.placement
+        self.tau = p.tau_s
+        self.H = self.tau if p.horizon_s is None else p.horizon_s
+        self.r0 = 1.0 / self.tau if p.prior_rate is None else p.prior_rate
+        self.T0 = self.tau if p.prior_window_s is None else p.prior_window_s
+        self.wear_price = p.wear_price
+        self.victim_loss = p.victim_loss
+        self.victim_peek = p.victim_peek
+        self.moveset = p.moveset
+        self.objective = p.objective
+        self.reuse = p.reuse
+        self.refit_requests = p.refit_requests
         # hints / learned: E = P(demanded again within the SSD's characteristic time), re-evaluated
         # at events (policies/reuse.py); keys then carry no time term (frame time constant ∞)
-        self.ftau = _INF if reuse in ("hints", "learned") else self.tau
-        self.rpd_scale = num_param("replays_per_day_scale", replays_per_day_scale, lo=0, allow_inf=True)
-        if engine not in ("auto", "numba", "python"):
-            raise ConfigError("policy.engine", f"must be auto, numba or python, got {engine!r}")
-        self.engine = engine
+        self.ftau = _INF if p.reuse in ("hints", "learned") else self.tau
+        self.rpd_scale = p.replays_per_day_scale
+        self.engine = p.engine
         self.r0T0 = self.r0 * self.T0
         self.c = dict.fromkeys(COUNTERS, 0)
 

@@ -22,29 +22,38 @@ cannot move payloads up in this simulator).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
-from .base import DRAM, HBM, SSD, Policy, num_param
+from ..settings import setting
+from .base import DRAM, HBM, SSD, Policy
 from .lru_k import KeyedTierHeap
 from .write_through import VictimTally, renotify_inserted, select_gated
 
 __all__ = ["HotPrefixPolicy"]
 
 
+@dataclass(frozen=True)
+class HotPrefixParams:
+    f: float = setting(2, lo=0, unit="references", doc="a DRAM victim is written to the SSD iff its heat is >= f")
+    half_life_s: float | None = setting(None, lo=0, lo_open=True, allow_none=True, unit="s",
+                                        doc="heat decays with this half-life; null = plain reference count")
+    eviction: str = setting("lru", "choice", choices=("lru", "heat"), doc="heat: coldest leaf first, ties LRU")
+
+
 class HotPrefixPolicy(Policy):
     name = "hot_prefix"
+    Params = HotPrefixParams
     leaf_event_tiers = ()          # no on_leaf
 
-    def __init__(self, f=2, half_life_s=None, eviction="lru", **params):
-        super().__init__(**params)
-        self.F = num_param("f", f, lo=0)
-        self.T = num_param("half_life_s", half_life_s, lo=0, lo_open=True, allow_none=True)
-        if eviction not in ("lru", "heat"):
-            raise ConfigError("policy.eviction", f"must be one of lru, heat; got {eviction!r}")
-        self.eviction = eviction
-        self.wants_residency_events = eviction == "heat"
+    def __init__(self, params=None, /, **kw):
+        super().__init__(params, **kw)
+        p = self.params
+        self.F = float(p.f)
+        self.T = p.half_life_s
+        self.eviction = p.eviction
+        self.wants_residency_events = p.eviction == "heat"
 
     def bind(self, ctx) -> None:
         super().bind(ctx)

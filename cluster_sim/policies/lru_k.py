@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..cache.state import BIT, is_state
-from ..errors import ConfigError
-from .base import DRAM, HBM, SSD, Policy, num_param
+from ..settings import setting
+from .base import DRAM, HBM, SSD, Policy
 from .write_through import VictimTally, select_gated
 
 __all__ = ["LRUKPolicy", "KeyedTierHeap"]
@@ -108,25 +109,27 @@ class KeyedTierHeap:
         heapq.heapify(self.h)
 
 
+@dataclass(frozen=True)
+class LRUKParams:
+    k: int = setting(2, lo=1, hi=16, integer=True, doc="1 = lru")
+    crp: float | str = setting("request", words=("request",), lo=0, unit="s",
+                               expect="'request' or a number of seconds >= 0",
+                               doc="correlated-reference period: 'request' (one reference per request) or seconds")
+    ghost: float = setting(1.0, lo=0, doc="ghost histories kept, as a multiple of the resident payloads")
+
+
 class LRUKPolicy(Policy):
     name = "lru_k"
+    Params = LRUKParams
     wants_residency_events = True
     leaf_event_tiers = ()          # no on_leaf
 
-    def __init__(self, k=2, crp="request", ghost=1.0, **params):
-        super().__init__(**params)
-        self.K = num_param("k", k, lo=1, hi=16, integer=True)
-        if crp == "request":
-            self.crp = None
-        elif isinstance(crp, str) and crp.strip().lower() == "request":
-            self.crp = None
-        else:
-            try:
-                self.crp = num_param("crp", crp, lo=0)
-            except ConfigError:
-                raise ConfigError("policy.crp", f"expected 'request' or a number of seconds >= 0, got {crp!r}") \
-                    from None
-        self.ghost = num_param("ghost", ghost, lo=0)
+    def __init__(self, params=None, /, **kw):
+        super().__init__(params, **kw)
+        p = self.params
+        self.K = p.k
+        self.crp = None if p.crp == "request" else p.crp
+        self.ghost = p.ghost
 
     def bind(self, ctx) -> None:
         super().bind(ctx)

@@ -84,27 +84,18 @@ from __future__ import annotations
 
 import heapq
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..cache.hybrid import checkpoint_positions
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, chunk_of, fa_of, is_state, state_of
-from ..errors import ConfigError
-from .base import Policy, Tentative, no_victims, num_param
+from ..settings import setting
+from .base import Policy, Tentative, no_victims
 
 ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
 _TIERS = (DRAM, SSD)
-
-
-def _parse_bool(v, key: str) -> bool:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.lower() in ("true", "false", "1", "0", "yes", "no"):
-        return v.lower() in ("true", "1", "yes")
-    if isinstance(v, int) and v in (0, 1):
-        return bool(v)
-    raise ConfigError(key, f"expected true or false, got {v!r}")
 
 
 def _minmax(v: np.ndarray) -> np.ndarray:
@@ -150,28 +141,33 @@ class _FlopModel:
         return v
 
 
+@dataclass(frozen=True)
+class MarconiParams:
+    alpha: float | str = setting("auto", words=("auto",), lo=0.0,
+                                 doc="FLOP-efficiency weight: >= 0 (0 = LRU over nodes with at most one child) "
+                                     "or auto (§5.4 tuning)")
+    candidates: int | str = setting(256, words=("all",), lo=2, integer=True,
+                                    expect="a whole number >= 2 or 'all'",
+                                    doc="scored sample per eviction (half least recent, half least efficient)")
+    bug_compatible: bool = setting(False, "bool", doc="reproduce the reference code's two quirks")
+    bootstrap_multiplier: float = setting(5, lo=0.0, lo_open=True,
+                                          doc="alpha=auto: tune once bootstrap_multiplier x R0 requests were seen")
+
+
 class MarconiPolicy(Policy):
     name = "marconi"
+    Params = MarconiParams
     wants_residency_events = True
     leaf_event_tiers = (DRAM, SSD)
 
-    def __init__(self, alpha="auto", candidates=256, bug_compatible=False, bootstrap_multiplier=5, **params):
-        super().__init__(**params)
-        if isinstance(alpha, str) and alpha.strip().lower() == "auto":
-            self.auto = True
-            self.alpha = 0.0
-        else:
-            self.auto = False
-            self.alpha = num_param("alpha", alpha, lo=0.0)
-        if isinstance(candidates, str) and candidates.strip().lower() == "all":
-            self.n_sample = None
-        else:
-            n = num_param("candidates", candidates, lo=2)
-            if not n.is_integer():
-                raise ConfigError("policy.candidates", f"expected a whole number >= 2 or 'all', got {candidates!r}")
-            self.n_sample = int(n)
-        self.bug = _parse_bool(bug_compatible, "policy.bug_compatible")
-        self.boot_mult = num_param("bootstrap_multiplier", bootstrap_multiplier, lo=0.0, lo_open=True)
+    def __init__(self, params=None, /, **kw):
+        super().__init__(params, **kw)
+        p = self.params
+        self.auto = p.alpha == "auto"
+        self.alpha = 0.0 if self.auto else p.alpha
+        self.n_sample = None if p.candidates == "all" else p.candidates
+        self.bug = p.bug_compatible
+        self.boot_mult = float(p.bootstrap_multiplier)
 
     # ------------------------------------------------------------------
     def bind(self, ctx) -> None:

@@ -52,12 +52,14 @@ it written after all (``forced_writes``). STATE payloads go to SSD by the same r
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..cache.hybrid import unbounded_resume_prefix
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT, IN_DRAM, IN_SSD, chunk_of, fa_of, is_state, state_of
-from ..errors import ConfigError
+from ..settings import setting
 from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, no_victims
 
 _TIERS = (DRAM, SSD)
@@ -163,20 +165,27 @@ def _next_after(keys: np.ndarray, when: np.ndarray, use: np.ndarray, n_keys: int
     return first, nxt
 
 
+@dataclass(frozen=True)
+class OracleParams:
+    fa_use: str = setting("path", "choice", choices=FA_USE_MODES,
+                          doc="path: an FA is used by a later request whose path contains it; hit: only within "
+                              "its resume prefix")
+    state_use: str = setting("resume", "choice", choices=STATE_USE_MODES,
+                             doc="resume: a STATE is used where a later request would resume (unbounded replay); "
+                                 "path: wherever a path passes")
+
+
 class OraclePolicy(Policy):
     name = "oracle"
+    Params = OracleParams
     wants_residency_events = True
     leaf_event_tiers = (DRAM, SSD)
     needs_future = True
 
-    def __init__(self, fa_use="path", state_use="resume", **params):
-        super().__init__(**params)
-        if fa_use not in FA_USE_MODES:
-            raise ConfigError("policy.fa_use", f"must be one of {', '.join(FA_USE_MODES)}, got {fa_use!r}")
-        if state_use not in STATE_USE_MODES:
-            raise ConfigError("policy.state_use", f"must be one of {', '.join(STATE_USE_MODES)}, got {state_use!r}")
-        self.fa_use = fa_use
-        self.state_use = state_use
+    def __init__(self, params=None, /, **kw):
+        super().__init__(params, **kw)
+        self.fa_use = self.params.fa_use
+        self.state_use = self.params.state_use
 
     def bind(self, ctx) -> None:
         super().bind(ctx)

@@ -33,22 +33,32 @@ written anyway, as ``lru`` would (``forced_writes``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..cache.state import IN_SSD, chunk_of, fa_of, is_state
-from .base import DEMOTE, DRAM, DROP, SSD, Policy, lru_select, num_param
+from ..settings import setting
+from .base import DEMOTE, DRAM, DROP, SSD, Policy, lru_select
 from .oracle import next_use_tables
+
+
+@dataclass(frozen=True)
+class OracleAdmissionParams:
+    passes: int = setting(4, lo=1, integer=True,
+                          doc="replays of the node's stream, the counted one included (1 = lru)")
 
 
 class OracleAdmissionPolicy(Policy):
     name = "oracle_admission"
+    Params = OracleAdmissionParams
     needs_future = True
     wants_residency_events = True
     leaf_event_tiers = ()            # only on_enter / on_leave of SSD copies are used
 
-    def __init__(self, passes=4, **params):
-        super().__init__(**params)
-        self.passes = num_param("passes", passes, lo=1, integer=True)
+    def __init__(self, params=None, /, **kw):
+        super().__init__(params, **kw)
+        self.passes = self.params.passes
         self.hindsight_passes = self.passes
         self.labels: dict[int, bool] | None = None     # from the earlier passes (None: admit all)
 

@@ -47,13 +47,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..cache.lazyheap import LazyHeap
 from ..cache.state import BIT, chunk_of, fa_of, is_state, twin_state
-from ..errors import ConfigError
-from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, no_victims, num_param
+from ..settings import setting
+from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, no_victims
 
 _TIERS = (DRAM, SSD)
 _PRIOR_RATE = 1.0 / 600.0
@@ -61,30 +62,44 @@ CATEGORY_MODES = ("type_turn", "type", "first_later", "none")
 LIFESPAN_MODES = ("quantile", "mean_multiple", "none")
 
 
+@dataclass(frozen=True)
+class WorkloadAwareParams:
+    horizon_s: float = setting(60.0, lo=0, lo_open=True, unit="s", doc="look-ahead window H")
+    fit_window_s: float = setting(3600.0, lo=0, lo_open=True, unit="s", doc="sliding window the fits use")
+    refit_s: float = setting(3600.0, lo=0, lo_open=True, unit="s",
+                             doc="refit period (exponentially spaced from first_fit_s until then)")
+    first_fit_s: float = setting(60.0, lo=0, lo_open=True, unit="s")
+    lifespan: str = setting("quantile", "choice", choices=LIFESPAN_MODES)
+    lifespan_q: float = setting(0.9, lo=0, lo_open=True, hi=1)
+    lifespan_c: float = setting(4.0, lo=0, lo_open=True, doc="lifespan = c / lambda with lifespan=mean_multiple")
+    categories: str = setting("type_turn", "choice", choices=CATEGORY_MODES)
+    max_turn: int = setting(4, lo=1, integer=True, doc="turns above this share a category")
+    min_samples: int = setting(20, lo=1, integer=True,
+                               doc="fewer reuse intervals in the window: use the pooled fit")
+    admit_threshold: float | None = setting(None, lo=0, allow_none=True,
+                                            doc="write-back only victims scoring above this (null: all)")
+
+
 class WorkloadAwarePolicy(Policy):
     name = "workload_aware"
+    Params = WorkloadAwareParams
     wants_residency_events = True
     leaf_event_tiers = ()          # no on_leaf
 
-    def __init__(self, horizon_s=60.0, fit_window_s=3600.0, refit_s=3600.0, first_fit_s=60.0,
-                 lifespan="quantile", lifespan_q=0.9, lifespan_c=4.0, categories="type_turn", max_turn=4,
-                 min_samples=20, admit_threshold=None, **params):
-        super().__init__(**params)
-        self.H = num_param("horizon_s", horizon_s, lo=0, lo_open=True)
-        self.window = num_param("fit_window_s", fit_window_s, lo=0, lo_open=True)
-        self.refit = num_param("refit_s", refit_s, lo=0, lo_open=True)
-        self.first_fit = num_param("first_fit_s", first_fit_s, lo=0, lo_open=True)
-        if lifespan not in LIFESPAN_MODES:
-            raise ConfigError("policy.lifespan", f"must be one of {', '.join(LIFESPAN_MODES)}, got {lifespan!r}")
-        self.lifespan = lifespan
-        self.q = num_param("lifespan_q", lifespan_q, lo=0, lo_open=True, hi=1)
-        self.lc = num_param("lifespan_c", lifespan_c, lo=0, lo_open=True)
-        if categories not in CATEGORY_MODES:
-            raise ConfigError("policy.categories", f"must be one of {', '.join(CATEGORY_MODES)}, got {categories!r}")
-        self.cat_mode = categories
-        self.max_turn = num_param("max_turn", max_turn, lo=1, integer=True)
-        self.min_samples = num_param("min_samples", min_samples, lo=1, integer=True)
-        self.theta = None if admit_threshold is None else num_param("admit_threshold", admit_threshold, lo=0)
+    def __init__(self, params=None, /, **kw):
+        super().__init__(params, **kw)
+        p = self.params
+        self.H = p.horizon_s
+        self.window = p.fit_window_s
+        self.refit = p.refit_s
+        self.first_fit = p.first_fit_s
+        self.lifespan = p.lifespan
+        self.q = p.lifespan_q
+        self.lc = p.lifespan_c
+        self.cat_mode = p.categories
+        self.max_turn = p.max_turn
+        self.min_samples = p.min_samples
+        self.theta = p.admit_threshold
 
     # ------------------------------------------------------------------
     def bind(self, ctx) -> None:

@@ -32,11 +32,13 @@ otherwise does a second pass write it. Such writes are "forced" and counted.
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..cache.state import BIT, IN_DRAM, IN_SSD, chunk_of, fa_of, is_state
-from .base import DEMOTE, DRAM, DROP, SSD, Policy, no_victims, num_param
+from ..settings import setting
+from .base import DEMOTE, DRAM, DROP, SSD, NoParams, Policy, no_victims
 
 __all__ = ["WriteThroughPolicy", "WriteThroughSelectivePolicy", "gated_select", "select_gated",
            "VictimTally", "renotify_inserted"]
@@ -241,15 +243,23 @@ def select_gated(policy, src, tier: int, need: int, admit=None, defer=None) -> l
 
 
 # ---- the policies -------------------------------------------------------------------
+@dataclass(frozen=True)
+class WriteThroughSelectiveParams:
+    threshold: int = setting(2, lo=1, integer=True, unit="hits",
+                             doc="written to the SSD once its hit_count (1 at creation + 1 per reusing request) "
+                                 "reaches this while in DRAM")
+
+
 class WriteThroughSelectivePolicy(Policy):
     """HiCache ``write_through_selective`` on the DRAM -> SSD edge (see the module docstring)."""
 
     name = "write_through_selective"
+    Params = WriteThroughSelectiveParams
     wants_residency_events = True
 
-    def __init__(self, threshold=2, **params):
-        super().__init__(**params)
-        self.threshold = num_param("threshold", threshold, lo=1, integer=True)
+    def __init__(self, params=None, /, **kw):
+        super().__init__(params, **kw)
+        self.threshold = self.params.threshold
 
     def bind(self, ctx) -> None:
         super().bind(ctx)
@@ -318,7 +328,8 @@ class WriteThroughPolicy(WriteThroughSelectivePolicy):
     """LMCache / HiCache ``write_through``: written on entering DRAM (threshold 1)."""
 
     name = "write_through"
+    Params = NoParams
 
-    def __init__(self, **params):
-        Policy.__init__(self, **params)
+    def __init__(self, params=None, /, **kw):
+        Policy.__init__(self, params, **kw)
         self.threshold = 1

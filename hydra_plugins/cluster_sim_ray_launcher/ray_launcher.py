@@ -98,16 +98,29 @@ class ClusterSimRayLauncher(Launcher):
 
 # --------------------------------------------------------------------------- the sweeper
 
-def _policy_keys(name: str) -> set:
+def _policy_keys(option: str) -> set:
+    """The parameter keys of the policy that ``policy=<option>`` selects, from the registry. A
+    variant (conf/policy/gandalf_paper.yaml) names its registered policy in its ``name``."""
+    from cluster_sim.errors import ConfigError
+    from cluster_sim.policies.base import known_policies, policy_keys
+
+    name = option if option in known_policies() else _variant_of(option)
+    try:
+        return {"name", *policy_keys(name)} if name else set()
+    except ConfigError:     # not a policy: the point fails validation with its own message
+        return set()
+
+
+def _variant_of(option: str) -> str | None:
     import yaml
 
     from cluster_sim.cli import conf_dir
 
-    f = conf_dir() / "policy" / f"{name}.yaml"
     try:
-        return set((yaml.safe_load(f.read_text()) or {}).keys())
-    except (OSError, yaml.YAMLError):
-        return set()
+        name = (yaml.safe_load((conf_dir() / "policy" / f"{option}.yaml").read_text()) or {}).get("name")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def drop_foreign_policy_params(jobs: List[List[str]], base_policy: str) -> List[List[str]]:
