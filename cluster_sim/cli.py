@@ -12,12 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import TrackingError, UserError
+from .locations import conf_dir
 
 PROG = "cluster-sim"
-
-
-def conf_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "conf"
 
 
 _SCHEMAS_STORED = False
@@ -143,7 +140,7 @@ def _validate_sweep(overrides: list[str]) -> str | None:
         return " ".join(str(e).split())
     try:
         jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
-        from hydra_plugins.cluster_sim_ray_launcher.ray_launcher import drop_foreign_policy_params
+        from .sweep import drop_foreign_policy_params
         try:
             base = compose([o.input_line for o in parsed if not o.is_sweep_override()
                             and not o.key_or_group.startswith("policy")])["policy"]["name"]

@@ -1,4 +1,4 @@
-"""Where the real traces live: the one setting that names the shared-trace root.
+"""Where things are: the config folder, and the one setting that names the shared-trace root.
 
 The real traces (Mooncake, WEKA Claude Code, Azure 2023) are never copied into the
 repository; they are read from a shared folder. Its location is
@@ -29,6 +29,11 @@ TRACE_FILES = {
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+def conf_dir() -> Path:
+    """The ``conf/`` folder Hydra composes (the models' files are read from it too)."""
+    return repo_root() / "conf"
 
 
 def traces_root() -> Path:

@@ -38,7 +38,6 @@ This module is pure Python + numpy: no Hydra, Ray or MLflow.
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,11 +46,11 @@ from typing import Any, Callable
 import numpy as np
 
 from cluster_sim.errors import ConfigError
+from cluster_sim.locations import conf_dir
 
 __all__ = [
     "ModelSpec",
     "model_from_config",
-    "conf_dir",
     "known_models",
     "load_model",
     "STATE_CHECKPOINT_MODES",
@@ -760,11 +759,6 @@ def model_from_config(cfg: Mapping) -> ModelSpec:
         active_params=active,
         total_params=total,
     )
-
-
-def conf_dir() -> pathlib.Path:
-    """The repository's ``conf/`` folder."""
-    return pathlib.Path(__file__).resolve().parent.parent / "conf"
 
 
 def known_models() -> list[str]:

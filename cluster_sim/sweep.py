@@ -432,3 +432,58 @@ def format_outcome(o: SweepOutcome) -> str:
     if o.figures:
         lines.append("figures: " + "  ".join(o.figures))
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ expanding a sweep's points
+def _policy_keys(option: str) -> set:
+    """The parameter keys of the policy that ``policy=<option>`` selects, from the registry. A
+    variant (conf/policy/gandalf_paper.yaml) names its registered policy in its ``name``."""
+    from .policies.base import known_policies, policy_keys
+
+    name = option if option in known_policies() else _variant_of(option)
+    try:
+        return {"name", *policy_keys(name)} if name else set()
+    except ConfigError:     # not a policy: the point fails validation with its own message
+        return set()
+
+
+def _variant_of(option: str) -> str | None:
+    import yaml
+
+    from .locations import conf_dir
+
+    try:
+        name = (yaml.safe_load((conf_dir() / "policy" / f"{option}.yaml").read_text()) or {}).get("name")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
+def drop_foreign_policy_params(jobs: list[list[str]], base_policy: str) -> list[list[str]]:
+    """``policy=gandalf,lru_k policy.alpha=0.5,1,2``: a ``policy.<key>`` override applies to the
+    points whose policy has that key. It is dropped from a point whose policy does not have it
+    but another swept policy does (a key no swept policy has stays, and fails as a typo), and
+    points that become identical are run once."""
+    policies = set()
+    for job in jobs:
+        policies |= {o.split("=", 1)[1] for o in job if o.split("=", 1)[0].lstrip("+~") == "policy"}
+    policies = policies or {base_policy}
+    if len(policies) < 2:
+        return jobs
+    keys = {p: _policy_keys(p) for p in policies}
+    known = set().union(*keys.values())
+    out, seen = [], set()
+    for job in jobs:
+        pol = next((o.split("=", 1)[1] for o in job if o.split("=", 1)[0].lstrip("+~") == "policy"), base_policy)
+        kept = []
+        for o in job:
+            k = o.split("=", 1)[0].lstrip("+~")
+            if k.startswith("policy.") and k.count(".") == 1:
+                p = k.split(".", 1)[1]
+                if p in known and p not in keys.get(pol, set()):
+                    continue
+            kept.append(o)
+        if tuple(kept) not in seen:
+            seen.add(tuple(kept))
+            out.append(kept)
+    return out

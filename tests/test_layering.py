@@ -146,6 +146,16 @@ def test_the_package_has_no_upward_import_and_no_cycle():
     assert cycles(graph) == []
 
 
+def test_the_package_never_imports_the_hydra_plugin():
+    """The plugin (hydra_plugins/cluster_sim_ray_launcher) sits above the package: it may import
+    cluster_sim, never the other way round (that was a cycle through cli.py)."""
+    for f in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.startswith("hydra_plugins.") for n in names), f"{f.relative_to(PKG)} imports {names}"
+
+
 def test_every_module_has_a_layer():
     for mod in import_graph():
         layer_of(mod)

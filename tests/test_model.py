@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from cluster_sim.errors import ConfigError
+from cluster_sim.locations import conf_dir
 from cluster_sim.model import (
     ModelSpec,
-    conf_dir,
     known_models,
     load_model,
     model_from_config,

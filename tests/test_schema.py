@@ -295,7 +295,7 @@ def test_update_golden_lists_every_registered_policy():
 
 
 def test_sweeper_asks_the_registry_for_keys():
-    from hydra_plugins.cluster_sim_ray_launcher.ray_launcher import _policy_keys
+    from cluster_sim.sweep import _policy_keys
     assert _policy_keys("gandalf") == {"name", *policy_keys("gandalf")}
     assert _policy_keys("gandalf_paper") == _policy_keys("gandalf")      # a YAML variant of gandalf
     assert _policy_keys("lru") == {"name"}

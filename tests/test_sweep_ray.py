@@ -120,7 +120,7 @@ def test_bad_sweep_input_is_one_line_and_exit_2(tmp_path, args, needle):
 
 
 def test_policy_parameters_apply_to_the_policies_that_have_them(tmp_path):
-    from hydra_plugins.cluster_sim_ray_launcher.ray_launcher import drop_foreign_policy_params
+    from cluster_sim.sweep import drop_foreign_policy_params
     jobs = [[f"policy={p}", f"policy.alpha={a}"] for p in ("gandalf", "lru_k") for a in (0.5, 1)]
     assert drop_foreign_policy_params(jobs, "lru") == [["policy=gandalf", "policy.alpha=0.5"],
                                                        ["policy=gandalf", "policy.alpha=1"], ["policy=lru_k"]]

@@ -98,61 +98,6 @@ class ClusterSimRayLauncher(Launcher):
 
 # --------------------------------------------------------------------------- the sweeper
 
-def _policy_keys(option: str) -> set:
-    """The parameter keys of the policy that ``policy=<option>`` selects, from the registry. A
-    variant (conf/policy/gandalf_paper.yaml) names its registered policy in its ``name``."""
-    from cluster_sim.errors import ConfigError
-    from cluster_sim.policies.base import known_policies, policy_keys
-
-    name = option if option in known_policies() else _variant_of(option)
-    try:
-        return {"name", *policy_keys(name)} if name else set()
-    except ConfigError:     # not a policy: the point fails validation with its own message
-        return set()
-
-
-def _variant_of(option: str) -> str | None:
-    import yaml
-
-    from cluster_sim.cli import conf_dir
-
-    try:
-        name = (yaml.safe_load((conf_dir() / "policy" / f"{option}.yaml").read_text()) or {}).get("name")
-    except (OSError, yaml.YAMLError, AttributeError):
-        return None
-    return name if isinstance(name, str) else None
-
-
-def drop_foreign_policy_params(jobs: List[List[str]], base_policy: str) -> List[List[str]]:
-    """``policy=gandalf,lru_k policy.alpha=0.5,1,2``: a ``policy.<key>`` override applies to the
-    points whose policy has that key. It is dropped from a point whose policy does not have it
-    but another swept policy does (a key no swept policy has stays, and fails as a typo), and
-    points that become identical are run once."""
-    policies = set()
-    for job in jobs:
-        policies |= {o.split("=", 1)[1] for o in job if o.split("=", 1)[0].lstrip("+~") == "policy"}
-    policies = policies or {base_policy}
-    if len(policies) < 2:
-        return jobs
-    keys = {p: _policy_keys(p) for p in policies}
-    known = set().union(*keys.values())
-    out, seen = [], set()
-    for job in jobs:
-        pol = next((o.split("=", 1)[1] for o in job if o.split("=", 1)[0].lstrip("+~") == "policy"), base_policy)
-        kept = []
-        for o in job:
-            k = o.split("=", 1)[0].lstrip("+~")
-            if k.startswith("policy.") and k.count(".") == 1:
-                p = k.split(".", 1)[1]
-                if p in known and p not in keys.get(pol, set()):
-                    continue
-            kept.append(o)
-        if tuple(kept) not in seen:
-            seen.add(tuple(kept))
-            out.append(kept)
-    return out
-
-
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper, BasicSweeperConf  # noqa: E402
 
 
@@ -168,9 +113,11 @@ ConfigStore.instance().store(group="hydra/sweeper", name="cluster_sim", node=Clu
 class ClusterSimSweeper(BasicSweeper):
     """Hydra's basic sweeper (same syntax: ``a=1,2``, ``range``, ``choice``, ``glob``,
     ``hydra.sweeper.params``), with policy parameters applied only to the policies that have
-    them (:func:`drop_foreign_policy_params`)."""
+    them (:func:`cluster_sim.sweep.drop_foreign_policy_params`)."""
 
     def split_arguments(self, overrides, max_batch_size):  # type: ignore[override]
+        from cluster_sim.sweep import drop_foreign_policy_params
+
         jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
         base = "lru"
         try:
