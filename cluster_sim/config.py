@@ -15,13 +15,16 @@ from . import settings as _settings
 from .errors import ConfigError
 from .ftl import FTL_MODES, STREAM_MODES, auto_erase_block_bytes, check_geometry
 from .settings import setting
+from .router import ROUTERS as ROUTER_CLASSES
+from .trace.load import READERS
+from .trace.rechain import MODES as RECHAIN_CHOICES
 from .units import parse_bytes, parse_number, parse_rate
 
-WORKLOAD_FORMATS = ("synthetic", "mooncake", "claude_code", "azure", "parquet")
-ROUTERS = ("round_robin", "random", "session_affinity", "least_loaded", "kv_aware")
+WORKLOAD_FORMATS = READERS          # the trace readers' names (trace.load) are the formats
+ROUTERS = tuple(ROUTER_CLASSES)       # the routers' registry (router.ROUTERS)
 BACKENDS = ("inprocess", "ray")
 SYNC_MODES = ("none", "kv_events")
-RECHAIN_MODES = ("auto", "always", "never")   # workload.rechain (cluster_sim.trace.rechain.MODES)
+RECHAIN_MODES = RECHAIN_CHOICES        # workload.rechain
 
 
 def _num(m: Mapping, key: str, prefix: str, default=None, *, lo=None, hi=None, integer=False, allow_none=False,

@@ -38,6 +38,7 @@ from cluster_sim import cli, report
 from cluster_sim.api import git_sha
 from cluster_sim.locations import missing, shared_trace
 from cluster_sim.study import working_set
+from cluster_sim.router import ROUTERS as ROUTER_CLASSES
 
 ROOT = Path(__file__).resolve().parents[1]       # docs/ and study_runs/ of this checkout
 GROUP = "experiment/paper_points"                # conf/experiment/paper_points/<point>.yaml
@@ -45,7 +46,7 @@ GB, TB = 10**9, 10**12
 
 MAIN_MODEL = "kimi_linear_48b_a3b"
 MODELS = ["nemotron_h_8b", "gemma3_27b", "qwen3_5_27b", MAIN_MODEL]
-ROUTERS = ["round_robin", "random", "session_affinity", "least_loaded", "kv_aware"]
+ROUTERS = list(ROUTER_CLASSES)
 
 # point -> (family, parameter label); the overrides are conf/experiment/paper_points/<point>.yaml
 LABELS: dict[str, tuple[str, str]] = {

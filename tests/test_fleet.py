@@ -6,10 +6,11 @@ import pytest
 
 import cluster_sim
 from cluster_sim.errors import UserError
+from cluster_sim.router import ROUTERS as ROUTER_CLASSES
 
 from conftest import MOONCAKE, needs_mooncake
 
-ROUTERS = ["round_robin", "random", "session_affinity", "least_loaded", "kv_aware"]
+ROUTERS = list(ROUTER_CLASSES)
 BASE = ["fleet.nodes=4", "workload.limit_requests=500"]
 
 
