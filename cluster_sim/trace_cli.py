@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, UserError
+from .trace.load import READERS
 
 PROG = "cluster-sim-trace"
 
@@ -53,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("path", metavar="PATH",
                    help="the trace file (for --format synthetic: a workload YAML, a YAML of knobs, or 'default')")
     s.add_argument("--format", required=True, metavar="FMT",
-                   help="synthetic, mooncake, claude_code, azure, parquet (as workload.format)")
+                   help=f"{', '.join(READERS)} (as workload.format)")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     s.add_argument("--chunk-tokens", metavar="N", default=None,
                    help="also count full chunks of N tokens (a multiple of the block size, or 'auto')")
