@@ -763,8 +763,9 @@ def model_from_config(cfg: Mapping) -> ModelSpec:
 
 
 def conf_dir() -> pathlib.Path:
-    """The repository's ``conf/`` folder."""
-    return pathlib.Path(__file__).resolve().parent.parent / "conf"
+    """The bundled ``conf/`` folder (the repository's, or the installed package's)."""
+    from .resources import conf_dir as bundled
+    return bundled()
 
 
 def known_models() -> list[str]:

@@ -60,6 +60,7 @@ class SweepOutcome:
     tracking_uri: str | None = None
     figures: list[str] = field(default_factory=list)
     tracking_error: str | None = None     # MLflow failed: the points' files are written, the runs not logged
+    resumed: bool = False                 # sweep.resume was on (the footer counts skipped points then)
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
@@ -235,6 +236,7 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
     ray_cfg = dict(settings.get("ray") or {})
     rep_cfg = dict(settings.get("report") or {})
     outcome = SweepOutcome(str(sweep_dir))
+    outcome.resumed = bool(sw_cfg.get("resume"))
 
     for p in points:   # every point valid before anything runs
         try:
@@ -406,13 +408,16 @@ def _sweep_report(outcome: SweepOutcome, sweep_dir: Path, store: _Store, parent)
 
 def format_outcome(o: SweepOutcome) -> str:
     """What the command line prints after a sweep."""
-    lines = [f"sweep: {len(o.results)} points — {o.count('FINISHED')} finished, {o.failed} failed, "
-             f"{o.count('SKIPPED')} skipped (resume)   outputs: {o.sweep_dir}"]
+    from .units import lifetime_text
+
+    skipped = f", {o.count('SKIPPED')} skipped (resume)" if o.count("SKIPPED") or o.resumed else ""
+    lines = [f"sweep: {len(o.results)} points — {o.count('FINISHED')} finished, {o.failed} failed"
+             f"{skipped}   outputs: {o.sweep_dir}"]
     common = set.intersection(*[set(r.overrides) for r in o.results]) if len(o.results) > 1 else set()
     for r in o.results:
         f = (r.summary or {}).get("fleet") or {}
         shown = " ".join(x for x in r.overrides if x not in common) or "(base)"
-        what = (f"miss {f.get('chunk_miss_ratio', 0):.4f}  lifetime {f.get('ssd_lifetime_years', 0):.3g} y"
+        what = (f"miss {f.get('chunk_miss_ratio', 0):.4f}  lifetime {lifetime_text(f.get('ssd_lifetime_years', 0))}"
                 if f else (r.error or ""))
         lines.append(f"  #{r.idx:<3} {r.status:<8} {shown:<40} {what}")
     if o.parent_run_id:

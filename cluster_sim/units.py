@@ -53,3 +53,20 @@ def parse_rate(value, key: str) -> float:
     if b <= 0:
         raise ConfigError(key, f"must be a positive rate, got {value!r}")
     return float(b)
+
+
+def lifetime_text(years: float) -> str:
+    """An SSD lifetime for people: years from one year up, else months (from two months), days
+    (from one day) or hours; a year is 365 days, as in :func:`cluster_sim.metrics.lifetime_years`,
+    and a month a twelfth of one (docs/decisions.md 59)."""
+    y = float(years)
+    if not math.isfinite(y):
+        return f"{y} years"
+    if y >= 1.0:
+        return f"{y:.2f} years"
+    days = y * 365.0
+    if days >= 2 * 365.0 / 12:
+        return f"{y * 12:.1f} months"
+    if days >= 1.0:
+        return f"{days:.1f} days"
+    return f"{days * 24:.1f} hours"

@@ -166,6 +166,9 @@ def cached_table(fmt: str, source: str | Path, options: dict, build: Callable[[]
     table = _load(path, key_json, validate)
     if table is not None:
         return table
+    import sys
+    print(f"cluster_sim: converting {Path(source).name} to Parquet, once (cached under {cache_dir()})",
+          file=sys.stderr, flush=True)
     table = build()
     _store(path, table, key_json)
     return table

@@ -109,7 +109,8 @@ def resolve_path(p, key: str) -> Path:
 
 
 def project_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    from ..resources import data_root     # the checkout, or the installed package (traces/ bundled)
+    return data_root()
 
 
 def resolve_trace_path(p: str) -> Path:
