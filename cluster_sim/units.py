@@ -65,7 +65,7 @@ def lifetime_text(years: float) -> str:
     if y >= 1.0:
         return f"{y:.2f} years"
     days = y * 365.0
-    if days >= 2 * 365.0 / 12:
+    if y * 12 >= 2.0:
         return f"{y * 12:.1f} months"
     if days >= 1.0:
         return f"{days:.1f} days"
