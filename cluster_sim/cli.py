@@ -294,7 +294,8 @@ def _log_single(tracker, m: dict, summary, spath, fig_dir) -> None:
     files = []
     if spath:
         sp = Path(spath)
-        files += [(sp, None), (sp.parent / "nodes.parquet", None), (sp.parent / "epochs.parquet", None)]
+        files += [(sp, None), (sp.parent / "nodes.parquet", None), (sp.parent / "epochs.parquet", None),
+                  (sp.parent / "requests.parquet", None)]     # the last only with output.requests=true
     if fig_dir:
         files.append((fig_dir, "figures"))
     data = json.loads(summary.to_json())
@@ -303,7 +304,14 @@ def _log_single(tracker, m: dict, summary, spath, fig_dir) -> None:
         cfg_file.write_text(yaml.safe_dump(data["config"], sort_keys=False))
         files.append((cfg_file, None))
         try:
-            rid = tracker.log_point(name=summary.run.get("policy_label") or "run", kind="single", config=m,
+            from hydra.core.hydra_config import HydraConfig
+
+            from .tracking import run_name
+            try:
+                given = list(HydraConfig.get().overrides.task)
+            except Exception:  # noqa: BLE001 - called outside a Hydra job (a test)
+                given = []
+            rid = tracker.log_point(name=run_name(m, given), kind="single", config=m,
                                     summary=data, epochs=summary.epoch_table, out_dir=None, files=files,
                                     tags={"out_dir": str(Path(spath).parent.resolve()) if spath else ""})
         except Exception as e:  # noqa: BLE001 - the store went away or refused the run
@@ -311,6 +319,7 @@ def _log_single(tracker, m: dict, summary, spath, fig_dir) -> None:
             raise TrackingError(tracker.uri, f"logging the run: {one_line(e)}") from e
     print(f"MLflow run: {rid} in experiment '{tracker.experiment_name}' ({tracker.uri})")
     print(f"  open the UI: {ui_command(tracker.uri)}")
+    print(f"  runs table:  {tracker.runs_url()}")
 
 
 def _fixed(overrides: list[str]) -> list[str]:
