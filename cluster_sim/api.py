@@ -231,7 +231,11 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress
 
     from .fleet import floors, run_fleet
 
-    cfg = config if isinstance(config, SimConfig) else SimConfig.from_mapping(config)
+    from . import capacity
+
+    found = {} if isinstance(config, SimConfig) else capacity.shares(config)   # hardware.dram_bytes=1%W
+    cfg = config if isinstance(config, SimConfig) else \
+        SimConfig.from_mapping(capacity.stand_in(config) if found else config)
     path = None
     if write:
         path = cfg.summary_path or (Path(cfg.output_dir) / "summary.json" if cfg.output_dir else None)
@@ -243,6 +247,10 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress
         trace, tpath, sha, rechained = _prepare(cfg)
     else:
         tpath, sha = getattr(trace, "source", "given"), ""
+    wset = None
+    if found:   # the shares of the working set, now that the trace says what W is
+        wset = capacity.working_set_bytes(trace, cfg.model)
+        cfg = SimConfig.from_mapping(capacity.substitute(config, found, lambda f: int(round(f * wset))))
     if cfg.fleet.backend == "ray":
         from .distributed import RayNodes
         raw = run_fleet(trace, cfg, RayNodes.factory(cfg), progress=progress)
@@ -291,7 +299,8 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress
         "chunks_tracked": trace.n_chunks,
         "counted_chunk_refs": refs,
         "floor_wall_s": floor_wall,
-        "jit_compile_s": float(raw.get("jit_compile_s", 0.0)),   # numba compiling (first run), not in sim_wall_s
+        "jit_compile_s": float(raw.get("jit_compile_s", 0.0)),
+        **({"working_set_bytes": wset, "capacity_shares": {k: t for k, (t, _f) in found.items()}} if found else {}),   # numba compiling (first run), not in sim_wall_s
         "block_hashes_rechained": bool(rechained),
     }
     summary = Summary(fleet=fleet, nodes=per_node, config=_resolved_config(cfg), run=run_info)

@@ -162,7 +162,8 @@ def _validate(overrides: list[str]) -> str | None:
         unknown = _added_top_level(overrides, composed)
         if unknown:
             return unknown
-        cfg = SimConfig.from_mapping(composed)
+        from .capacity import stand_in
+        cfg = SimConfig.from_mapping(stand_in(composed))    # hardware.dram_bytes=1%W: W is known at run time
         from .policies.base import make_policy
         make_policy(cfg.policy.name, cfg.policy.params)     # policy parameters are checked there
     except UserError as e:
@@ -278,7 +279,8 @@ def _single_run_figures(m: dict, summary, spath) -> Path | None:
     from .report import Record, run_figures
 
     fig_dir = Path(spath).parent / "figures"
-    paths = run_figures(Record(json.loads(summary.to_json()), summary.epoch_table), fig_dir)
+    paths = run_figures(Record(json.loads(summary.to_json()), summary.epoch_table,
+                               extra={"requests": summary.request_table}), fig_dir)
     print(f"figures: {fig_dir}/ ({', '.join(p.name for p in paths)})")
     return fig_dir
 

@@ -95,7 +95,9 @@ def load_dir(path: str | Path) -> list[Record]:
         if not isinstance(data, dict) or "fleet" not in data:
             continue
         ep = s.parent / "epochs.parquet"
-        recs.append(Record(data, pq.read_table(ep) if ep.exists() else None, str(s.parent)))
+        rq = s.parent / "requests.parquet"     # output.requests=true
+        recs.append(Record(data, pq.read_table(ep) if ep.exists() else None, str(s.parent),
+                           {"requests": pq.read_table(rq)} if rq.exists() else {}))
     return recs
 
 
@@ -375,10 +377,11 @@ def ssd_written_per_node(gs: Sequence[Group], path: Path) -> Path:
     if show_nand:
         ax.set_ylim(0, max(tops + [1.0]) / div * 1.3)     # room for the labels and the legend
         ax.legend(fontsize=8, ncol=1 if nodes < 4 else min(nodes + 1, 4), loc="upper right")
-    elif nodes > 1:
-        ax.legend(fontsize=8, ncol=min(nodes, 4))
+    elif nodes > 1:   # beside the axes: inside, it hid the bars' labels (issue #16); room for the labels
+        ax.set_ylim(0, max(tops + [1.0]) / div * 1.15)
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -469,9 +472,14 @@ def run_figures(rec: Record, out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     g = groups([rec])
     g[0].label = short_label(rec)
-    paths = [ssd_written_per_node(g, out / "ssd_written_per_node.png"), hit_sources(g, out / "hit_sources.png")]
+    from . import report_tiers as rt
+    multi = len(rec.summary.get("nodes") or []) > 1      # one bar for one node says nothing the table does not
+    paths = ([ssd_written_per_node(g, out / "ssd_written_per_node.png")] if multi else []) + \
+        [hit_sources(g, out / "hit_sources.png")]
     ts = timeseries(rec, out / "timeseries.png")
-    return paths + ([ts] if ts else [])
+    more = [rt.tiers_over_time(rec, out / "tiers.png"), rt.lifetime_per_node(g, out / "lifetime_per_node.png"),
+            rt.latency_cdf([(short_label(rec), rec.extra.get("requests"))], out / "latency_cdf.png")]
+    return paths + ([ts] if ts else []) + [p for p in more if p]
 
 
 def sweep_figures(recs: Sequence[Record], out_dir: str | Path) -> list[Path]:
@@ -486,6 +494,12 @@ def sweep_figures(recs: Sequence[Record], out_dir: str | Path) -> list[Path]:
     if a:
         paths.append(a)
     paths += [ssd_written_per_node(gs, out / "ssd_written_per_node.png"), hit_sources(gs, out / "hit_sources.png")]
+    from . import report_tiers as rt   # issue #16: lifetime per node, miss vs capacity, latency CDFs
+    paths += [p for p in (rt.lifetime_per_node(gs, out / "lifetime_per_node.png"),
+                          rt.miss_vs_capacity(gs, out / "miss_vs_capacity.png"),
+                          rt.latency_cdf([(rt.group_label(g), g.recs[0].extra.get("requests")) for g in gs]
+                                         if all(r.extra.get("requests") is not None for r in recs) else [],
+                                         out / "latency_cdf.png")) if p]
     return paths
 
 

@@ -245,7 +245,8 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
 
     for p in points:   # every point valid before anything runs
         try:
-            sc = SimConfig.from_mapping(p.config)
+            from .capacity import stand_in
+            sc = SimConfig.from_mapping(stand_in(p.config))   # 1%W shares: W is known when the point runs
             from .policies.base import make_policy
             make_policy(sc.policy.name, sc.policy.params)
         except UserError as e:
@@ -393,7 +394,8 @@ def _finish_point(p: Point, info: dict, store: _Store, parent, rep_cfg) -> Point
         _write_point(out, p.config, info)
         if ok and rep_cfg.get("figures", True):
             from .report import Record, run_figures
-            run_figures(Record(info["summary"], info.get("epochs")), out / "figures")
+            run_figures(Record(info["summary"], info.get("epochs"), extra={"requests": info.get("requests")}),
+                        out / "figures")
     except Exception as e:  # noqa: BLE001 - keep the sweep going; the point is marked failed
         res.status, res.error = "FAILED", f"writing outputs: {_one_line(e)}"
     if store.tracker is not None:
