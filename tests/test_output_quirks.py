@@ -102,13 +102,24 @@ def test_sweep_footer_says_resume_only_when_it_was_on():
 def test_trace_conversion_says_so_once(tmp_path, monkeypatch, capsys):
     from cluster_sim.trace import cache
 
+    import time
+
     monkeypatch.setenv("CLUSTER_SIM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "NOTICE_AFTER_S", 0.05)
     src = tmp_path / "trace.jsonl"
     src.write_text("{}\n")
     table = pa.table({"x": [1, 2, 3]})
-    got = cache.cached_table("test", src, {}, lambda: table, validate=lambda t, p: None)
+
+    def slow():
+        time.sleep(0.5)
+        return table
+
+    got = cache.cached_table("test", src, {}, slow, validate=lambda t, p: None)
     assert got.equals(table)
     assert "converting trace.jsonl to Parquet, once" in capsys.readouterr().err
+    cache.cached_table("test", src, {}, slow, validate=lambda t, p: None)     # from the cache now
+    assert "converting" not in capsys.readouterr().err
+    src.write_text("{}\n{}\n")                                               # a quick conversion: quiet
     cache.cached_table("test", src, {}, lambda: table, validate=lambda t, p: None)
     assert "converting" not in capsys.readouterr().err
 
