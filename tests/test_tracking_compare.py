@@ -82,3 +82,15 @@ def test_two_point_sweep_runs_compare(tmp_path):
         assert any(k.startswith("system/cpu") for k in system), sorted(parent.data.metrics)
     else:
         assert system == []
+
+
+def test_ui_command_says_to_install_the_ui_extra_when_flask_is_missing(monkeypatch):
+    import importlib.util
+
+    from cluster_sim.tracking import ui_command
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flask" else real(name, *a))
+    assert ui_command("sqlite:///x.db").endswith("(first: pip install 'cluster_sim[ui]')")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    assert ui_command("sqlite:///x.db") == "mlflow ui --backend-store-uri sqlite:///x.db --host 127.0.0.1 --port 5000"
