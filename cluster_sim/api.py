@@ -23,6 +23,7 @@ from ._version import __version__
 from .config import SimConfig
 from .errors import ConfigError
 from .metrics import derive, fleet_metrics
+from .units import lifetime_text
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Summary:
     run: dict
     node_table: pa.Table | None = field(default=None, repr=False)
     epoch_table: pa.Table | None = field(default=None, repr=False)
+    request_table: pa.Table | None = field(default=None, repr=False)   # output.requests=true
 
     def to_dict(self) -> dict:
         return {"fleet": self.fleet, "nodes": self.nodes, "config": self.config, "run": self.run}
@@ -56,6 +58,8 @@ class Summary:
                 _atomic(p.parent / "nodes.parquet", lambda tmp: pq.write_table(self.node_table, tmp))
             if self.epoch_table is not None:
                 _atomic(p.parent / "epochs.parquet", lambda tmp: pq.write_table(self.epoch_table, tmp))
+            if self.request_table is not None:
+                _atomic(p.parent / "requests.parquet", lambda tmp: pq.write_table(self.request_table, tmp))
         except (OSError, pa.ArrowException) as e:
             raise ConfigError(key, f"cannot write the run's results beside {p}: "
                                    f"{getattr(e, 'strerror', None) or e}") from None
@@ -85,7 +89,7 @@ class Summary:
             ("SSD NAND bytes written", f"{_h(f['ssd_bytes_written_nand'])}  (WAF {f['ssd_waf']:.3f}, "
                                        f"{_waf_source(c)})"),
             ("SSD write hit fraction", f"{f['ssd_write_hit_fraction']:.3f}"),
-            ("SSD lifetime (first drive)", f"{f['ssd_lifetime_years']:.2f} years"),
+            ("SSD lifetime (first drive)", lifetime_text(f['ssd_lifetime_years'])),
             ("load latency mean / p50 / p99",
              f"{f['load_latency_mean_s'] * 1e3:.2f} / {f['load_latency_p50_s'] * 1e3:.2f} / "
              f"{f['load_latency_p99_s'] * 1e3:.2f} ms"),
@@ -95,7 +99,9 @@ class Summary:
                                      f"${f['cost_per_1k_requests_recompute_usd']:.4f} + wear "
                                      f"${f['cost_per_1k_requests_wear_usd']:.4f})"),
             ("insert skipped", _h(f["insert_skipped_bytes"])),
-            ("simulation", f"{f['sim_wall_s']:.2f} s wall, {f['sim_chunk_refs_per_s']:,.0f} chunk refs/s"),
+            ("simulation", f"{f['sim_wall_s']:.2f} s wall, {f['sim_chunk_refs_per_s']:,.0f} chunk refs/s"
+                           + (f"  (+ {r['jit_compile_s']:.1f} s compiling kernels, once; not counted)"
+                              if r.get("jit_compile_s", 0) >= 0.05 else "")),
         ]
         w = max(len(k) for k, _ in rows)
         lines += [f"  {k:<{w}}  {v}" for k, v in rows]
@@ -150,8 +156,13 @@ def _strict(x):
 
 
 def git_sha() -> str:
+    from .locations import checkout_root
+
+    root = checkout_root()     # an installed wheel is no checkout (and may sit inside someone else's)
+    if root is None:
+        return "unknown"
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                              text=True, timeout=5)
         return out.stdout.strip() if out.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
@@ -220,7 +231,11 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress
 
     from .fleet import floors, run_fleet
 
-    cfg = config if isinstance(config, SimConfig) else SimConfig.from_mapping(config)
+    from . import capacity
+
+    found = {} if isinstance(config, SimConfig) else capacity.shares(config)   # hardware.dram_bytes=1%W
+    cfg = config if isinstance(config, SimConfig) else \
+        SimConfig.from_mapping(capacity.stand_in(config) if found else config)
     path = None
     if write:
         path = cfg.summary_path or (Path(cfg.output_dir) / "summary.json" if cfg.output_dir else None)
@@ -232,6 +247,10 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress
         trace, tpath, sha, rechained = _prepare(cfg)
     else:
         tpath, sha = getattr(trace, "source", "given"), ""
+    wset = None
+    if found:   # the shares of the working set, now that the trace says what W is
+        wset = capacity.working_set_bytes(trace, cfg.model)
+        cfg = SimConfig.from_mapping(capacity.substitute(config, found, lambda f: int(round(f * wset))))
     if cfg.fleet.backend == "ray":
         from .distributed import RayNodes
         raw = run_fleet(trace, cfg, RayNodes.factory(cfg), progress=progress)
@@ -280,11 +299,15 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress
         "chunks_tracked": trace.n_chunks,
         "counted_chunk_refs": refs,
         "floor_wall_s": floor_wall,
+        "jit_compile_s": float(raw.get("jit_compile_s", 0.0)),
+        **({"working_set_bytes": wset, "capacity_shares": {k: t for k, (t, _f) in found.items()}} if found else {}),   # numba compiling (first run), not in sim_wall_s
         "block_hashes_rechained": bool(rechained),
     }
     summary = Summary(fleet=fleet, nodes=per_node, config=_resolved_config(cfg), run=run_info)
     summary.node_table = _node_table(per_node)
     summary.epoch_table = _epoch_table(trace, raw, cfg)
+    if _wants_requests(cfg):
+        summary.request_table = _request_table(trace, raw)
     if write and path:
         summary.write(path, key="output.summary_path" if cfg.summary_path else "output.dir")
         summary.run["summary_path"] = str(path)
@@ -311,8 +334,20 @@ def _epoch_table(trace, raw, cfg) -> pa.Table:
     """Per node and per epoch (``fleet.epoch_s``): requests, chunk misses, SSD bytes written."""
     epoch_s = cfg.fleet.epoch_s
     a0 = float(trace.arrival_s[0]) if trace.n_requests else 0.0
+    from .fleet import SNAP
+
     rows = {"node": [], "epoch": [], "t_start_s": [], "requests": [], "chunks": [], "chunk_misses": [],
             "ssd_bytes_written": []}
+    # per tier over time (docs/decisions.md 63): occupancy at the epoch's last request, and what
+    # happened during the epoch (bytes and SSD copies evicted, SSD admissions, admissions whose
+    # copy had served a hit when it was evicted, hits by tier)
+    levels = ("hbm_used_bytes", "dram_used_bytes", "ssd_used_bytes")
+    flows = {"hbm_left_bytes": "hbm_evicted_bytes", "dram_left_bytes": "dram_evicted_bytes",
+             "ssd_left_bytes": "ssd_evicted_bytes", "ssd_copies_left": "ssd_copies_evicted",
+             "ssd_admissions": "ssd_admissions", "ssd_admissions_hit": "ssd_admissions_hit",
+             "hits_hbm": "hits_hbm", "hits_dram": "hits_dram", "hits_ssd": "hits_ssd"}
+    for name in (*levels, *flows.values()):
+        rows[name] = []
     for k, (_st, series) in enumerate(raw["results"]):
         idx = series["idx"]
         cnt = trace.counted[idx]
@@ -322,8 +357,15 @@ def _epoch_table(trace, raw, cfg) -> pa.Table:
         m = series["m"][cnt]
         miss = (series["m"] - series["h"])[cnt]
         w = series["ssd_bytes_written"][cnt]
+        snap = series.get("snap")
+        if snap is None or len(snap) != len(idx):
+            snap = np.zeros((len(idx), len(SNAP)), dtype=np.int64)
+        delta = np.diff(snap, axis=0, prepend=np.zeros((1, snap.shape[1]), dtype=np.int64))[cnt]
+        snap = snap[cnt]
+        col = {name: i for i, name in enumerate(SNAP)}
         for e in np.unique(ep):
             sel = ep == e
+            last = int(np.flatnonzero(sel)[-1])
             rows["node"].append(k)
             rows["epoch"].append(int(e))
             rows["t_start_s"].append(float(e * epoch_s))
@@ -331,4 +373,39 @@ def _epoch_table(trace, raw, cfg) -> pa.Table:
             rows["chunks"].append(int(m[sel].sum()))
             rows["chunk_misses"].append(int(miss[sel].sum()))
             rows["ssd_bytes_written"].append(int(w[sel].sum()))
+            for name in levels:
+                rows[name].append(int(snap[last, col[name]]))
+            for src, name in flows.items():
+                rows[name].append(int(delta[sel, col[src]].sum()))
     return pa.table(rows)
+
+
+def _wants_requests(cfg: SimConfig) -> bool:
+    return bool(cfg.output_requests)
+
+
+def _request_table(trace, raw) -> pa.Table:
+    """One row per counted request (``output.requests=true``: ``requests.parquet``): where it ran,
+    when it arrived, its chunks, hits and misses, SSD bytes it caused to be written, its load
+    latency and TTFT (the figures' CDFs)."""
+    cols = {"request": [], "node": [], "arrival_s": [], "session_id": [], "chunks": [], "chunk_hits": [],
+            "chunk_misses": [], "ssd_bytes_written": [], "load_latency_s": [], "ttft_s": []}
+    parts = []
+    for k, (_st, series) in enumerate(raw["results"]):
+        idx = series["idx"]
+        cnt = trace.counted[idx]
+        i = idx[cnt]
+        lat = series.get("load_latency_s")
+        ttft = series.get("ttft_s")
+        n = len(i)
+        parts.append({"request": i, "node": np.full(n, k, dtype=np.int64), "arrival_s": trace.arrival_s[i],
+                      "session_id": trace.session_id[i], "chunks": series["m"][cnt],
+                      "chunk_hits": series["h"][cnt], "chunk_misses": (series["m"] - series["h"])[cnt],
+                      "ssd_bytes_written": series["ssd_bytes_written"][cnt],
+                      "load_latency_s": lat[cnt] if lat is not None else np.full(n, np.nan),
+                      "ttft_s": ttft[cnt] if ttft is not None else np.full(n, np.nan)})
+    if not parts:
+        return pa.table({c: pa.array([], type=pa.float64()) for c in cols})
+    out = {c: np.concatenate([p[c] for p in parts]) for c in cols}
+    order = np.argsort(out["request"], kind="stable")
+    return pa.table({c: v[order] for c, v in out.items()})

@@ -43,8 +43,10 @@ def _ensure_plugins() -> None:
     Hydra scans the ``hydra_plugins`` namespace package; an editable install may expose it
     through an import hook that ``pkgutil`` cannot list, so the folder is added to the
     namespace path explicitly (a no-op when it is already there)."""
-    root = conf_dir().parent
-    if not (root / "hydra_plugins").is_dir():
+    from .locations import checkout_root
+
+    root = checkout_root()
+    if root is None:      # an installed wheel: hydra_plugins is a regular part of site-packages
         return
     try:
         import hydra_plugins
@@ -56,16 +58,55 @@ def _ensure_plugins() -> None:
         hydra_plugins.__path__.append(path)
 
 
-def compose(overrides: list[str]) -> dict:
-    """Compose ``conf/config.yaml`` with Hydra overrides into a plain dict."""
+#: Hydra's own flags of this invocation that change what is composed (``-cd``, ``-cn``, ``-cp``);
+#: :func:`main` sets it, so that validation composes exactly what Hydra will run
+_SEARCH: dict = {"config_dir": None, "config_name": None, "config_path": None}
+
+
+def _primary_dir() -> str:
+    cp = _SEARCH.get("config_path")
+    return os.path.abspath(cp) if cp else str(conf_dir())
+
+
+@contextmanager
+def _initialized():
+    """Hydra initialised as ``cluster-sim`` itself would be: the bundled ``conf/`` (or ``-cp``) as
+    the primary folder and ``-cd DIR`` added where Hydra's own ``-cd`` puts it (after the primary
+    folder, before the structured configs), so a user's file can name a bundled one as its
+    default. The same steps as :class:`hydra.initialize_config_dir`, plus the added folder."""
+    from hydra.core.config_search_path import SearchPathQuery
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
+    from hydra import version
+
+    backup = get_gh_backup()
+    version.setbase("1.3")
+    csp = create_config_search_path(search_path_dir=_primary_dir())
+    if _SEARCH.get("config_dir"):
+        csp.prepend(provider="command-line", path="file://" + os.path.abspath(_SEARCH["config_dir"]),
+                    anchor=SearchPathQuery(provider="schema"))
+    Hydra.create_main_hydra2(task_name="cluster_sim", config_search_path=csp)
+    try:
+        yield
+    finally:
+        restore_gh_from_backup(backup)
+
+
+def compose(overrides: list[str], *, hydra_config: bool = False):
+    """Compose ``conf/config.yaml`` with Hydra overrides into a plain dict (with this command's
+    ``-cd``/``-cn``/``-cp``, see :data:`_SEARCH`); ``hydra_config=True`` returns the DictConfig
+    with the ``hydra`` node."""
     from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
     from omegaconf import OmegaConf
 
     _ensure_plugins()
     register_schemas()
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3", job_name="cluster_sim"):
-        cfg = hydra_compose(config_name="config", overrides=list(overrides))
+    with _initialized():
+        cfg = hydra_compose(config_name=_SEARCH.get("config_name") or "config", overrides=list(overrides),
+                            return_hydra_config=hydra_config)
+    if hydra_config:
+        return cfg
     return OmegaConf.to_container(cfg, resolve=True)
 
 
@@ -105,6 +146,24 @@ def _too_many_digits(overrides: list[str]) -> str | None:
     return None
 
 
+def _added_top_level(overrides: list[str], composed: dict) -> str | None:
+    """``+seedd=3`` adds a top-level key nothing reads: an error naming it (decision 60). A key
+    the config files define (the bundled ones, an experiment's, a ``-cn`` config's) is known:
+    the overrides that add keys are left out, and what remains is composed again."""
+    adds = [o for o in overrides if o.startswith("+") and "=" in o]
+    if not adds:
+        return None
+    new = {o.lstrip("+").split("=", 1)[0].split(".", 1)[0] for o in adds} - {"hydra"}
+    new &= set(composed)
+    if not new:
+        return None
+    known = set(compose([o for o in overrides if o not in adds]))
+    extra = sorted(new - known)
+    if not extra:
+        return None
+    return f"{extra[0]}: unknown top-level key, nothing reads it (known: {', '.join(sorted(known))})"
+
+
 def _validate(overrides: list[str]) -> str | None:
     """Compose and validate; return an error line or None."""
     from hydra.errors import HydraException
@@ -116,7 +175,13 @@ def _validate(overrides: list[str]) -> str | None:
     if too_long:
         return too_long
     try:
-        SimConfig.from_mapping(compose(overrides))     # policy parameters too (no policy is built)
+        composed = compose(overrides)
+        unknown = _added_top_level(overrides, composed)
+        if unknown:
+            return unknown
+        from .capacity import stand_in
+        # hardware.dram_bytes=1%W: W is known at run time; policy parameters too (no policy is built)
+        SimConfig.from_mapping(stand_in(composed))
     except UserError as e:
         return str(e)
     except (HydraException, OmegaConfBaseException) as e:
@@ -169,15 +234,16 @@ def _spinner(label: str, after_s: float = 3.0):
     import threading
 
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    p = Progress(SpinnerColumn(), TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),
+    # until the replay reports its first epoch the trace is being read (or converted, once): say
+    # so, rather than a count of "0/?" requests
+    p = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"),
                  TimeElapsedColumn(), TimeRemainingColumn(), transient=True, console=Console(stderr=True))
-    task = p.add_task(label, total=None)
+    task = p.add_task("reading the trace", total=None, count="")
 
     def update(done: int, total: int) -> None:
-        p.update(task, completed=done, total=total)
+        p.update(task, completed=done, total=total, description=label, count=f"{done:,}/{total:,} requests")
 
     timer = threading.Timer(after_s, p.start)
     timer.daemon = True
@@ -229,7 +295,8 @@ def _single_run_figures(m: dict, summary, spath) -> Path | None:
     from .report import Record, run_figures
 
     fig_dir = Path(spath).parent / "figures"
-    paths = run_figures(Record(json.loads(summary.to_json()), summary.epoch_table), fig_dir)
+    paths = run_figures(Record(json.loads(summary.to_json()), summary.epoch_table,
+                               extra={"requests": summary.request_table}), fig_dir)
     print(f"figures: {fig_dir}/ ({', '.join(p.name for p in paths)})")
     return fig_dir
 
@@ -245,7 +312,8 @@ def _log_single(tracker, m: dict, summary, spath, fig_dir) -> None:
     files = []
     if spath:
         sp = Path(spath)
-        files += [(sp, None), (sp.parent / "nodes.parquet", None), (sp.parent / "epochs.parquet", None)]
+        files += [(sp, None), (sp.parent / "nodes.parquet", None), (sp.parent / "epochs.parquet", None),
+                  (sp.parent / "requests.parquet", None)]     # the last only with output.requests=true
     if fig_dir:
         files.append((fig_dir, "figures"))
     data = json.loads(summary.to_json())
@@ -254,7 +322,14 @@ def _log_single(tracker, m: dict, summary, spath, fig_dir) -> None:
         cfg_file.write_text(yaml.safe_dump(data["config"], sort_keys=False))
         files.append((cfg_file, None))
         try:
-            rid = tracker.log_point(name=summary.run.get("policy_label") or "run", kind="single", config=m,
+            from hydra.core.hydra_config import HydraConfig
+
+            from .tracking import run_name
+            try:
+                given = list(HydraConfig.get().overrides.task)
+            except Exception:  # noqa: BLE001 - called outside a Hydra job (a test)
+                given = []
+            rid = tracker.log_point(name=run_name(m, given), kind="single", config=m,
                                     summary=data, epochs=summary.epoch_table, out_dir=None, files=files,
                                     tags={"out_dir": str(Path(spath).parent.resolve()) if spath else ""})
         except Exception as e:  # noqa: BLE001 - the store went away or refused the run
@@ -262,6 +337,7 @@ def _log_single(tracker, m: dict, summary, spath, fig_dir) -> None:
             raise TrackingError(tracker.uri, f"logging the run: {one_line(e)}") from e
     print(f"MLflow run: {rid} in experiment '{tracker.experiment_name}' ({tracker.uri})")
     print(f"  open the UI: {ui_command(tracker.uri)}")
+    print(f"  runs table:  {tracker.runs_url()}")
 
 
 def _fixed(overrides: list[str]) -> list[str]:
@@ -274,16 +350,13 @@ def _fixed(overrides: list[str]) -> list[str]:
 def _hydra_dir(overrides: list[str], multirun: bool) -> tuple[str, str] | None:
     """(key, resolved folder) of the run (``hydra.run.dir``) or sweep (``hydra.sweep.dir``), or None
     when it cannot be resolved before Hydra runs."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
     from omegaconf import OmegaConf
 
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     try:
         if multirun:   # the points' own values do not decide the sweep folder
             overrides = _fixed(overrides)
-        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3", job_name="cluster_sim"):
-            cfg = hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+        cfg = compose(list(overrides), hydra_config=True)
         value = OmegaConf.select(cfg, key)
     except Exception:  # noqa: BLE001 - e.g. an interpolation only Hydra's run can resolve
         return None
@@ -365,17 +438,64 @@ def _remove_new_folders(made: tuple[list[Path], list[Path]]) -> None:
             e.unlink()
 
 
+class _ArgvError(Exception):
+    pass
+
+
+def parse_argv(argv: list[str]):
+    """Hydra's own command line parser (``hydra._internal.utils.get_args_parser``), flags and
+    overrides in any order. Returns (namespace, argv for Hydra: flags with their values first,
+    then the overrides). A bad flag raises :class:`_ArgvError` with argparse's one line."""
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+
+    def error(message):   # argparse would print its usage and exit: one line instead
+        raise _ArgvError(message)
+
+    parser.error = error
+    args = parser.parse_intermixed_args(argv)
+    if args.config_path:   # Hydra reads a relative one against cli.py's folder; a user means this folder
+        args.config_path = os.path.abspath(args.config_path)
+    flags: list[str] = []
+    for dest, flag in (("help", "--help"), ("hydra_help", "--hydra-help"), ("resolve", "--resolve"),
+                       ("run", "--run"), ("multirun", "--multirun"), ("shell_completion", "--shell-completion")):
+        if getattr(args, dest):
+            flags.append(flag)
+    for dest, flag in (("cfg", "--cfg"), ("package", "--package"), ("config_path", "--config-path"),
+                       ("config_name", "--config-name"), ("config_dir", "--config-dir"),
+                       ("experimental_rerun", "--experimental-rerun"), ("info", "--info")):
+        v = getattr(args, dest)
+        if v is not None:
+            flags += [flag, v]
+    return args, flags + list(args.overrides)
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:   # the next compose() in this process (a test, a notebook) sees the bundled conf/ only
+        _SEARCH.update(config_dir=None, config_name=None, config_path=None)
+
+
+def _main(argv: list[str] | None = None) -> int:
     import hydra
 
     from .signals import sigterm_as_interrupt, was_terminated
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    flags = [a for a in argv if a.startswith("-")]
-    overrides = [a for a in argv if not a.startswith("-")]
-    informational = any(f in ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion",
-                              "-sc", "--version") or f.startswith("--cfg") or f.startswith("--info") for f in flags)
-    multirun = any(f in ("-m", "--multirun") for f in flags)
+    try:
+        args, argv = parse_argv(argv)
+    except _ArgvError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    overrides = list(args.overrides)
+    informational = bool(args.help or args.hydra_help or args.cfg or args.info or args.shell_completion)
+    multirun = bool(args.multirun)
+    if args.config_dir is not None and not os.path.isdir(args.config_dir):
+        print(f"{PROG}: error: --config-dir: not a folder: {args.config_dir}", file=sys.stderr)
+        return 2
+    _SEARCH.update(config_dir=args.config_dir, config_name=args.config_name, config_path=args.config_path)
     _ensure_plugins()
     register_schemas()
     made: tuple[list[Path], list[Path]] = ([], [])

@@ -224,6 +224,7 @@ class OutputSettings:
     """``output``: where a run's files go."""
     summary_path: str | None = setting(None, "text", allow_none=True, doc="default: <run output dir>/summary.json")
     dir: str | None = setting(None, "text", allow_none=True, doc="default: Hydra's run directory")
+    requests: bool = setting(False, "bool", doc="true: requests.parquet, one row per request (latency and TTFT CDFs)")
 
 
 @dataclass(frozen=True)
@@ -291,6 +292,7 @@ class SimConfig:
     seed: int = 0
     summary_path: str | None = None
     output_dir: str | None = None
+    output_requests: bool = False     # output.requests: write requests.parquet
     tracking: dict = field(default_factory=dict)
     lifetime_cap_years: float = 1000.0
     raw: dict = field(default_factory=dict)   # the resolved mapping, logged as-is
@@ -326,6 +328,7 @@ class SimConfig:
             seed=_num(m, "seed", "", 0, lo=0, integer=True),
             summary_path=out.summary_path,
             output_dir=out.dir,
+            output_requests=out.requests,
             tracking=dict(m.get("tracking") or {}),
             lifetime_cap_years=metrics.lifetime_cap_years,
             raw=_plain(m),

@@ -40,6 +40,14 @@ def node_rng(seed: int, node_index: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([seed, 1, node_index]))
 
 
+#: per-request snapshot of a node after each request (``series["snap"]`` columns): tier occupancy
+#: in bytes, and cumulative counters (bytes and copies that left each tier, SSD admissions and
+#: the admissions whose copy served a hit, hits per tier); the epoch table takes them apart
+SNAP = ("hbm_used_bytes", "dram_used_bytes", "ssd_used_bytes",
+        "hbm_left_bytes", "dram_left_bytes", "ssd_left_bytes", "ssd_copies_left",
+        "ssd_admissions", "ssd_admissions_hit", "hits_hbm", "hits_dram", "hits_ssd")
+
+
 class NodeRunner:
     """One serving node: its tiers, its cache manager, and the requests routed to it."""
 
@@ -64,7 +72,7 @@ class NodeRunner:
         self.node.st.record_events = record_events
         self.fail_at_epoch = fail_at_epoch
         self.hard_fail = hard_fail
-        self.series: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.series: list[tuple[np.ndarray, ...]] = []
         # hindsight policies that find their rule by replaying the node's stream first
         # (oracle_admission): done at the first replay call, so the time counts in sim_wall_s
         self._future_idx = future_idx
@@ -137,7 +145,12 @@ class NodeRunner:
         hs = np.zeros(n, dtype=np.int64)
         ms = np.zeros(n, dtype=np.int64)
         wr = np.zeros(n, dtype=np.int64)
+        snap = np.zeros((n, len(SNAP)), dtype=np.int64)
+        lat = np.zeros(n, dtype=np.float64)
+        ttft = np.zeros(n, dtype=np.float64)
         s = node.stats
+        st = node.st
+        hits = s.hits
         for j, i in enumerate(idx.tolist()):
             before = s.ssd_bytes_written_fa + s.ssd_bytes_written_state
             rec = node.process(flat[off[i]:off[i + 1]], inp[j], arr[j], counted=cnt[j], session_id=sid[j],
@@ -146,15 +159,26 @@ class NodeRunner:
             hs[j] = rec["h"]
             ms[j] = rec["m"]
             wr[j] = s.ssd_bytes_written_fa + s.ssd_bytes_written_state - before
-        return np.asarray(idx, dtype=np.int64), hs, ms, wr
+            lat[j] = rec["latency"]
+            ttft[j] = rec["ttft"]
+            u, lb = st.used, st.left
+            snap[j] = (u[0], u[1], u[2], lb[0], lb[1], lb[2], st.left_n[2],
+                       s.ssd_admissions_fa + s.ssd_admissions_state,
+                       s.ssd_admissions_hit_fa + s.ssd_admissions_hit_state,
+                       hits["hits_hbm_fa"] + hits["hits_hbm_state"], hits["hits_dram_fa"] + hits["hits_dram_state"],
+                       hits["hits_ssd_fa"] + hits["hits_ssd_state"])
+        return np.asarray(idx, dtype=np.int64), hs, ms, wr, snap, lat, ttft
 
     def finish(self) -> tuple[NodeStats, dict]:
         stats = self.node.finish()
         if self.series:
-            idx, hs, ms, wr = (np.concatenate(x) for x in zip(*self.series))
+            idx, hs, ms, wr, snap, lat, ttft = (np.concatenate(x) for x in zip(*self.series))
         else:
             idx = hs = ms = wr = np.zeros(0, dtype=np.int64)
-        return stats, {"idx": idx, "h": hs, "m": ms, "ssd_bytes_written": wr}
+            snap = np.zeros((0, len(SNAP)), dtype=np.int64)
+            lat = ttft = np.zeros(0, dtype=np.float64)
+        return stats, {"idx": idx, "h": hs, "m": ms, "ssd_bytes_written": wr, "snap": snap,
+                       "load_latency_s": lat, "ttft_s": ttft}
 
 
 class InProcessNodes:
@@ -222,6 +246,8 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
     setup_t = time.perf_counter()
     nodes = (backend_factory or InProcessNodes)(trace, cfg, futures, sync, fail)
     setup = time.perf_counter() - setup_t
+    from .jit_timing import start as compile_timer
+    jit = compile_timer()          # numba compiling a kernel on first use is not simulation time
     try:
         # epoch boundaries in request order
         bounds = np.flatnonzero(np.diff(ep)) + 1
@@ -260,8 +286,9 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
         results = nodes.finish()
     finally:
         nodes.close()
-    wall = time.perf_counter() - t0 - setup
-    return {"assign": assign, "results": results, "sim_wall_s": wall,
+        compile_s = jit.stop()
+    wall = time.perf_counter() - t0 - setup - compile_s
+    return {"assign": assign, "results": results, "sim_wall_s": wall, "jit_compile_s": compile_s,
             "actor_processes": nodes.actor_processes, "ray_workers": nodes.workers, "setup_s": setup}
 
 

@@ -1,4 +1,5 @@
-"""Where things are: the config folder, and the one setting that names the shared-trace root.
+"""Where things are: the bundled config and default trace (a checkout's or an installed
+wheel's), and the one setting that names the shared-trace root.
 
 The real traces (Mooncake, WEKA Claude Code, Azure 2023) are never copied into the
 repository; they are read from a shared folder. Its location is
@@ -27,13 +28,33 @@ TRACE_FILES = {
 }
 
 
+_PKG = Path(__file__).resolve().parent
+
+
 def repo_root() -> Path:
-    return Path(__file__).resolve().parent.parent
+    """The folder holding the package: the checkout's root (or site-packages for a wheel)."""
+    return _PKG.parent
+
+
+def data_root() -> Path:
+    """The folder that holds the bundled ``conf/`` and ``traces/``: the installed package (a
+    wheel carries them as ``cluster_sim/conf`` and ``cluster_sim/traces``, mapped by setup.py),
+    else the checkout, where they are top-level folders (``cluster_sim/conf`` does not exist)."""
+    if (_PKG / "conf" / "config.yaml").is_file():
+        return _PKG
+    return _PKG.parent
 
 
 def conf_dir() -> Path:
-    """The ``conf/`` folder Hydra composes (the models' files are read from it too)."""
-    return repo_root() / "conf"
+    """The bundled Hydra config folder (``config.yaml`` and its groups; the models' files too)."""
+    return data_root() / "conf"
+
+
+def checkout_root() -> Path | None:
+    """The repository root when running from a checkout (it has ``hydra_plugins/`` and
+    ``conf/`` beside ``cluster_sim/``), else None."""
+    root = _PKG.parent
+    return root if (root / "hydra_plugins").is_dir() and (root / "conf").is_dir() else None
 
 
 def traces_root() -> Path:

@@ -36,6 +36,7 @@ class Point:
     overrides: list[str]     # this point's overrides (what makes it a point)
     config: dict             # the resolved config (no ``hydra`` key)
     out_dir: str             # where the driver writes its outputs
+    name: str = ""           # the MLflow run name (set by run_sweep: tracking.run_name)
 
 
 @dataclass
@@ -60,6 +61,8 @@ class SweepOutcome:
     tracking_uri: str | None = None
     figures: list[str] = field(default_factory=list)
     tracking_error: str | None = None     # MLflow failed: the points' files are written, the runs not logged
+    runs_url: str | None = None           # the experiment's runs table in the MLflow UI
+    resumed: bool = False                 # sweep.resume was on (the footer counts skipped points then)
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
@@ -92,6 +95,7 @@ def _point_task(config: dict) -> dict:
         info["summary"] = json.loads(s.to_json())
         info["nodes"] = s.node_table
         info["epochs"] = s.epoch_table
+        info["requests"] = s.request_table
     except Exception as e:  # noqa: BLE001 - any failure is this point's, reported by the driver
         info["error"] = _one_line(e)
         info["traceback"] = traceback.format_exc()
@@ -167,6 +171,8 @@ def _write_point(out_dir: Path, config: dict, info: dict, overrides: Sequence[st
             pq.write_table(info["nodes"], out_dir / "nodes.parquet")
         if info.get("epochs") is not None:
             pq.write_table(info["epochs"], out_dir / "epochs.parquet")
+        if info.get("requests") is not None:
+            pq.write_table(info["requests"], out_dir / "requests.parquet")
     else:
         (out_dir / "error.txt").write_text(info.get("traceback") or info.get("error", "") + "\n")
 
@@ -244,13 +250,17 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
     ray_cfg = dict(settings.get("ray") or {})
     rep_cfg = dict(settings.get("report") or {})
     outcome = SweepOutcome(str(sweep_dir))
+    outcome.resumed = bool(sw_cfg.get("resume"))
 
     for p in points:   # every point valid before anything runs
         try:
-            SimConfig.from_mapping(p.config)      # policy parameters too (no policy is built)
+            from .capacity import stand_in
+            # 1%W shares: W is known when the point runs; policy parameters too (no policy is built)
+            SimConfig.from_mapping(stand_in(p.config))
         except UserError as e:
             raise UserError(f"sweep point #{p.idx} ({' '.join(p.overrides) or 'no overrides'}): {e}") from e
 
+    _name_points(points)
     check_ray_address(ray_cfg.get("address", "local"))   # before any run is opened
     store = _Store(outcome)
     from .tracking import config_hash
@@ -295,8 +305,13 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
         parent = store.call("starting the parent run", lambda t: t.start_run(
             f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", kind="sweep",
             tags={"sweep_dir": str(sweep_dir.resolve()), "command": command[:5000], "points": len(points)}))
+        if parent:
+            store.call("logging the sweep's parameters", lambda t: t.log_params(parent, sweep_params(points)))
     parent = parent if store.tracker is not None else None
     outcome.parent_run_id = parent
+    if parent and store.tracker is not None:
+        outcome.runs_url = store.tracker.runs_url()
+    monitor = store.call("starting system metrics", lambda t: t.system_metrics(parent)) if parent else None
 
     LAST = outcome
     for p, r in skipped:
@@ -321,8 +336,17 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
         raise
     finally:
         outcome.results.sort(key=lambda r: r.idx)
+        table = write_comparison(comparison_rows(outcome), sweep_dir / "report") if status != "KILLED" else []
         if status != "KILLED" and rep_cfg.get("figures", True):
             _sweep_report(outcome, sweep_dir, store, parent)
+        if parent and table:
+            store.call("logging the comparison table", lambda t: [t.client.log_artifact(parent, str(f), "report")
+                                                                  for f in table])
+        if monitor is not None:
+            try:
+                monitor.finish()
+            except Exception:  # noqa: BLE001 - system metrics never cost the sweep
+                pass
         if parent:
             store.call("closing the parent run", lambda t: t.log_metrics(parent, {
                 "points_finished": outcome.count("FINISHED") + outcome.count("SKIPPED"),
@@ -379,7 +403,8 @@ def _finish_point(p: Point, info: dict, store: _Store, parent, rep_cfg) -> Point
         _write_point(out, p.config, info, p.overrides)
         if ok and rep_cfg.get("figures", True):
             from .report import Record, run_figures
-            run_figures(Record(info["summary"], info.get("epochs")), out / "figures")
+            run_figures(Record(info["summary"], info.get("epochs"), extra={"requests": info.get("requests")}),
+                        out / "figures")
     except Exception as e:  # noqa: BLE001 - keep the sweep going; the point is marked failed
         res.status, res.error = "FAILED", f"writing outputs: {_one_line(e)}"
     if store.tracker is not None:
@@ -388,12 +413,85 @@ def _finish_point(p: Point, info: dict, store: _Store, parent, rep_cfg) -> Point
                 "overrides": " ".join(p.overrides), "job_num": p.idx, "out_dir": str(out.resolve())}
         if res.error:
             tags["error"] = res.error[:5000]
-        label = (res.summary or {}).get("run", {}).get("policy_label") or "point"
-        name = f"#{p.idx} " + (" ".join(p.overrides) or label)
+        name = p.name or (res.summary or {}).get("run", {}).get("policy_label") or f"point {p.idx}"
         res.run_id = store.call(f"logging point #{p.idx}", lambda t: t.log_point(
             name=name[:250], kind="point", config=p.config, summary=res.summary, epochs=info.get("epochs"),
             out_dir=out, parent_id=parent, tags=tags, status=res.status, start_time_ms=info.get("start_ms")))
     return res
+
+
+def _name_points(points: Sequence[Point]) -> None:
+    """Short MLflow run names (``gandalf α=4``): the policy and what differs between the points;
+    a name two points share gets its job number."""
+    from collections import Counter
+
+    from .tracking import run_name
+
+    common = set.intersection(*[set(p.overrides) for p in points]) if len(points) > 1 else set()
+    names = [p.name or run_name(p.config, p.overrides, drop=common) for p in points]
+    seen = Counter(names)
+    for p, n in zip(points, names):
+        p.name = n if seen[n] == 1 else f"{n} #{p.idx}"
+
+
+def sweep_params(points: Sequence[Point]) -> dict:
+    """The parent run's params: every key the points share, at its value, and each swept key as
+    ``swept.<key>`` = its values in point order (``0.5,1,2``); ``sweep.points``."""
+    from .tracking import flatten
+
+    flats = [flatten(p.config) for p in points]
+    if not flats:
+        return {}
+    keys = list(dict.fromkeys(k for f in flats for k in f))
+    out: dict[str, Any] = {"sweep.points": len(points)}
+    for k in keys:
+        vals = [f.get(k) for f in flats]
+        if all(v == vals[0] for v in vals):
+            out[k] = vals[0]
+        else:
+            out[f"swept.{k}"] = ",".join(dict.fromkeys("null" if v is None else str(v) for v in vals))
+    return out
+
+
+#: the summary keys of the comparison table, in its column order
+COMPARE_KEYS = ("chunk_miss_ratio", "token_miss_ratio", "ssd_lifetime_years", "ssd_bytes_written",
+                "ssd_write_hit_fraction", "load_latency_p99_s", "ttft_p99_s", "cost_per_1k_requests_usd")
+
+
+def comparison_rows(o: SweepOutcome) -> list[dict]:
+    """One row a point: its run name, status, the keys swept, and :data:`COMPARE_KEYS`."""
+    rows = []
+    for r in o.results:
+        f = (r.summary or {}).get("fleet") or {}
+        row = {"job": r.idx, "status": r.status, "overrides": " ".join(r.overrides), "run_id": r.run_id or ""}
+        for k in COMPARE_KEYS:
+            v = f.get(k)
+            row[k] = "" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)
+        rows.append(row)
+    return rows
+
+
+def write_comparison(rows: list[dict], folder: Path) -> list[Path]:
+    """``rows`` as ``comparison.csv`` and ``comparison.md`` in ``folder`` (MLflow's ``log_table``
+    needs pandas, which the skinny client does not bring); returns the files written."""
+    import csv
+
+    if not rows:
+        return []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        cols = list(dict.fromkeys(k for r in rows for k in r))
+        with open(folder / "comparison.csv", "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=cols)
+            w.writeheader()
+            w.writerows(rows)
+        md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        md += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+        (folder / "comparison.md").write_text("\n".join(md) + "\n")
+    except OSError as e:
+        print(f"cluster-sim: warning: comparison table not written: {e}", file=sys.stderr)
+        return []
+    return [folder / "comparison.csv", folder / "comparison.md"]
 
 
 def _sweep_report(outcome: SweepOutcome, sweep_dir: Path, store: _Store, parent) -> None:
@@ -414,19 +512,24 @@ def _sweep_report(outcome: SweepOutcome, sweep_dir: Path, store: _Store, parent)
 
 def format_outcome(o: SweepOutcome) -> str:
     """What the command line prints after a sweep."""
-    lines = [f"sweep: {len(o.results)} points — {o.count('FINISHED')} finished, {o.failed} failed, "
-             f"{o.count('SKIPPED')} skipped (resume)   outputs: {o.sweep_dir}"]
+    from .units import lifetime_text
+
+    skipped = f", {o.count('SKIPPED')} skipped (resume)" if o.count("SKIPPED") or o.resumed else ""
+    lines = [f"sweep: {len(o.results)} points — {o.count('FINISHED')} finished, {o.failed} failed"
+             f"{skipped}   outputs: {o.sweep_dir}"]
     common = set.intersection(*[set(r.overrides) for r in o.results]) if len(o.results) > 1 else set()
     for r in o.results:
         f = (r.summary or {}).get("fleet") or {}
         shown = " ".join(x for x in r.overrides if x not in common) or "(base)"
-        what = (f"miss {f.get('chunk_miss_ratio', 0):.4f}  lifetime {f.get('ssd_lifetime_years', 0):.3g} y"
+        what = (f"miss {f.get('chunk_miss_ratio', 0):.4f}  lifetime {lifetime_text(f.get('ssd_lifetime_years', 0))}"
                 if f else (r.error or ""))
         lines.append(f"  #{r.idx:<3} {r.status:<8} {shown:<40} {what}")
     if o.parent_run_id:
         from .tracking import ui_command
         lines.append(f"MLflow: experiment '{o.experiment}', parent run {o.parent_run_id}")
         lines.append(f"  open the UI: {ui_command(o.tracking_uri)}")
+        if o.runs_url:
+            lines.append(f"  runs table:  {o.runs_url}")
     if o.tracking_error:
         lines.append(f"not logged: {o.tracking_error}")
     if o.figures:

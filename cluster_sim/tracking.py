@@ -120,6 +120,109 @@ def hourly_series(epochs) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
+# --------------------------------------------------------------------------- names, sizes, sources
+
+#: config keys whose values are sizes or rates written with units (``16GB``, ``400GB/s``)
+SIZE_SUFFIXES = ("_bytes", "_bytes_per_s")
+#: how a run name writes a few keys (the rest: the key's last part)
+SHORT_KEYS = {"alpha": "α", "tau_s": "τ"}
+
+
+def numeric_sizes(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Flattened params with every size or rate as a plain number of bytes (bytes/s), so that the
+    UI can put it on a chart axis; the value as written sits beside it as ``<key>_human``."""
+    from .errors import ConfigError
+    from .units import parse_bytes
+
+    out: dict[str, Any] = {}
+    for k, v in flat.items():
+        out[k] = v
+        if isinstance(v, str) and k.endswith(SIZE_SUFFIXES):
+            try:
+                n = parse_bytes(v, k, allow_rate=True)
+            except ConfigError:      # e.g. erase_block_bytes: auto
+                continue
+            out[k] = n
+            out[f"{k}_human"] = v
+    return out
+
+
+def size_metrics(flat: Mapping[str, Any]) -> dict[str, float]:
+    """The config's sizes as metrics too (``config.hardware.dram_bytes``): a metric is always a
+    number in MLflow's charts and compare view, a param only when every run's value parses."""
+    return {f"config.{k}": float(v) for k, v in numeric_sizes(flat).items()
+            if k.endswith(SIZE_SUFFIXES) and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _short(key: str) -> str:
+    last = key.split(".")[-1]
+    return SHORT_KEYS.get(last, last)
+
+
+def run_name(config: Mapping, overrides: Iterable[str] = (), *, drop: Iterable[str] = ()) -> str:
+    """A short run name: the policy, then the overrides that change what is simulated, keys cut to
+    their last part (``gandalf α=4``, ``lru seed=1``, ``lru_k k=3 dram_bytes=8GB``). ``drop`` are
+    overrides left out (those every point of a sweep shares)."""
+    policy = str(((config.get("policy") or {}).get("name")) or "run")
+    drop = set(drop)
+    parts = []
+    for o in overrides:
+        if o in drop or "=" not in o:
+            continue
+        key, value = o.split("=", 1)
+        key = key.lstrip("+~")
+        top = key.split(".", 1)[0]
+        if top in NON_SIM_KEYS or key == "policy" or key in NON_SIM_DOTTED:
+            continue
+        parts.append(f"{_short(key) if '.' in key else key}={value}")
+    return " ".join([policy, *parts])[:250]
+
+
+def git_info() -> dict[str, str]:
+    """Commit, branch and whether the work tree has changes, of the checkout cluster_sim runs
+    from (nothing for an installed wheel: its folder is no checkout)."""
+    import subprocess
+
+    from .locations import checkout_root
+
+    root = checkout_root()
+    if root is None:
+        return {}
+
+    def git(*args):
+        p = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=5)
+        return p.stdout.strip() if p.returncode == 0 else ""
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        if not commit:
+            return {}
+        return {"commit": commit, "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+                "dirty": "true" if git("status", "--porcelain", "--untracked-files=no") else "false"}
+    except (OSError, subprocess.SubprocessError):
+        return {}
+
+
+def source_tags(entry: str = "cluster-sim") -> dict[str, str]:
+    """MLflow's own source tags (the UI shows them in the run's header and the runs table)."""
+    from ._version import __version__
+
+    g = git_info()
+    tags = {"mlflow.source.name": entry, "mlflow.source.type": "LOCAL", "cluster_sim.version": __version__}
+    if g:
+        tags["mlflow.source.git.commit"] = g["commit"]
+        if g.get("branch"):
+            tags["mlflow.source.git.branch"] = g["branch"]
+        tags["cluster_sim.git_dirty"] = g["dirty"]
+    return tags
+
+
+def runs_table_url(experiment_id: str, ui: str = "http://127.0.0.1:5000") -> str:
+    """The experiment's runs table in MLflow 3's UI (which otherwise opens an experiment on its
+    GenAI pages)."""
+    return f"{ui}/#/experiments/{experiment_id}/runs"
+
+
 #: tracking-store URI schemes MLflow itself provides (others come from plugins: checked with MLflow)
 BUILTIN_SCHEMES = ("", "file", "sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks",
                    "databricks-uc", "uc")
@@ -203,7 +306,14 @@ def artifact_root(uri: str, configured: str | None) -> str | None:
 
 
 def ui_command(uri: str) -> str:
-    return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"
+    """The command that opens the UI on ``uri``; it says to install the ``[ui]`` extra first when
+    the web app is not there (the dependencies bring MLflow's logging client only)."""
+    import importlib.util
+
+    cmd = f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"
+    if importlib.util.find_spec("flask") is None:
+        cmd += "   (first: pip install 'cluster_sim[ui]')"
+    return cmd
 
 
 # --------------------------------------------------------------------------- the MLflow side
@@ -252,7 +362,8 @@ class Tracker:
             exp = self.client.get_experiment_by_name(self.experiment_name)
             if exp is None:
                 self.experiment_id = self.client.create_experiment(
-                    self.experiment_name, artifact_location=artifact_root(self.uri, settings.get("artifact_root")))
+                    self.experiment_name, artifact_location=artifact_root(self.uri, settings.get("artifact_root")),
+                    tags={"mlflow.experimentKind": "custom_model_development"})   # the UI's runs view, not GenAI
             elif exp.lifecycle_stage == "deleted":
                 self.client.restore_experiment(exp.experiment_id)
                 self.experiment_id = exp.experiment_id
@@ -265,7 +376,7 @@ class Tracker:
 
     def start_run(self, name: str, *, kind: str, parent_id: str | None = None, tags: Mapping | None = None,
                   start_time_ms: int | None = None) -> str:
-        t = {KIND_TAG: kind, **{k: str(v) for k, v in (tags or {}).items()}}
+        t = {KIND_TAG: kind, **source_tags(), **{k: str(v) for k, v in (tags or {}).items()}}
         if parent_id:
             t["mlflow.parentRunId"] = parent_id
         run = self.client.create_run(self.experiment_id, start_time=start_time_ms, tags=t, run_name=name)
@@ -282,7 +393,7 @@ class Tracker:
 
     def log_params(self, run_id: str, params: Mapping) -> None:
         items = []
-        for k, v in flatten(params).items():
+        for k, v in numeric_sizes(flatten(params)).items():
             s = "null" if v is None else str(v)
             items.append(self._Param(k[:250], s[:6000]))
         self._batch(run_id, params=items)
@@ -321,7 +432,8 @@ class Tracker:
         try:
             self.log_params(rid, summary["config"] if summary else config)
             if summary:
-                self.log_metrics(rid, summary_metrics(summary))
+                self.log_metrics(rid, {**summary_metrics(summary),
+                                       **size_metrics(flatten(summary.get("config") or config))})
                 self.log_series(rid, hourly_series(epochs))
             if out_dir and Path(out_dir).is_dir():
                 self.log_artifacts(rid, out_dir)
@@ -374,6 +486,23 @@ class Tracker:
                 if name == "summary.json":
                     raise
         return dst
+
+    def runs_url(self) -> str:
+        return runs_table_url(self.experiment_id)
+
+    def system_metrics(self, run_id: str, interval_s: float = 2.0):
+        """MLflow's system metrics monitor (CPU, memory, disk, network as ``system/*``) on
+        ``run_id``, started; ``.finish()`` it. None when it cannot run (psutil missing)."""
+        try:
+            import psutil  # noqa: F401 - what MLflow's monitors read
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+        except ImportError:
+            return None
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.ERROR)
+        mon = SystemMetricsMonitor(run_id, sampling_interval=interval_s, samples_before_logging=1,
+                                   tracking_uri=self.uri)
+        mon.start()
+        return mon
 
     def run_url_hint(self, run_id: str) -> str:
         return f"experiment '{self.experiment_name}' (id {self.experiment_id}), run {run_id}"

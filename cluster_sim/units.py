@@ -85,3 +85,20 @@ def parse_number(key: str, value, *, lo=None, hi=None, integer=False, allow_none
     if hi is not None and value > hi:
         raise ConfigError(key, f"must be <= {hi}, got {value!r}")
     return value
+
+
+def lifetime_text(years: float) -> str:
+    """An SSD lifetime for people: years from one year up, else months (from two months), days
+    (from one day) or hours; a year is 365 days, as in :func:`cluster_sim.metrics.lifetime_years`,
+    and a month a twelfth of one (docs/decisions.md 59)."""
+    y = float(years)
+    if not math.isfinite(y):
+        return f"{y} years"
+    if y >= 1.0:
+        return f"{y:.2f} years"
+    days = y * 365.0
+    if y * 12 >= 2.0:
+        return f"{y * 12:.1f} months"
+    if days >= 1.0:
+        return f"{days:.1f} days"
+    return f"{days * 24:.1f} hours"

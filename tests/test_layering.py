@@ -17,12 +17,12 @@ PKG = Path(__file__).resolve().parents[1] / "cluster_sim"
 
 # lowest first; a module's layer is that of its longest matching prefix
 LAYERS: list[tuple[str, ...]] = [
-    ("cluster_sim.errors", "cluster_sim.units", "cluster_sim._version", "cluster_sim._ftl_ops", "cluster_sim.locations"),
+    ("cluster_sim.errors", "cluster_sim.units", "cluster_sim._version", "cluster_sim._ftl_ops", "cluster_sim.locations", "cluster_sim.jit_timing"),
     ("cluster_sim.model", "cluster_sim.settings", "cluster_sim.cost", "cluster_sim.ftl", "cluster_sim._ftl_jit", "cluster_sim.cache", "cluster_sim.trace"),
     ("cluster_sim.metrics",),
     ("cluster_sim.policies",),
     ("cluster_sim.node",),
-    ("cluster_sim.router", "cluster_sim.fleet", "cluster_sim.config", "cluster_sim.schema_store", "cluster_sim.outputs", "cluster_sim.signals"),
+    ("cluster_sim.router", "cluster_sim.fleet", "cluster_sim.config", "cluster_sim.schema_store", "cluster_sim.capacity", "cluster_sim.outputs", "cluster_sim.signals"),
     ("cluster_sim.distributed", "cluster_sim.tracking", "cluster_sim.api", "cluster_sim.trace_cli"),
     ("cluster_sim.report", "cluster_sim.sweep", "cluster_sim.cli", "cluster_sim.study", "cluster_sim"),
 ]

@@ -88,6 +88,8 @@ class CacheState:
         self.cur = 0                    # sequence number of the request being processed (pins)
         self.cap = [int(c) for c in capacities]
         self.used = [0, 0, 0]
+        self.left = [0, 0, 0]           # bytes that left each tier (evicted, moved down, or dropped with an FA)
+        self.left_n = [0, 0, 0]         # copies that left each tier
         self.clock = 0                  # next logical stamp
         # touch log: (payload, stamp) appended in stamp order
         self._log_p = np.zeros(1 << 16, dtype=np.int64)
@@ -230,6 +232,8 @@ class CacheState:
         now = int(self.res[p]) & ~BIT[t]
         self.res[p] = now
         self.used[t] -= int(self.size[p])
+        self.left[t] += int(self.size[p])
+        self.left_n[t] += 1
         for li in self.listeners:
             li.on_leave(t, p)
         if not is_state(p):
@@ -247,6 +251,8 @@ class CacheState:
                         if sr & BIT[tt]:
                             self.res[q] &= 7 ^ BIT[tt]
                             self.used[tt] -= int(self.size[q])
+                            self.left[tt] += int(self.size[q])
+                            self.left_n[tt] += 1
                             removed.append((q, tt))
                             for li in self.listeners:
                                 li.on_leave(tt, q)
@@ -311,7 +317,10 @@ class CacheState:
         arr = np.unique(arr)
         now = self.res[arr] & (7 ^ bit)
         self.res[arr] = now
-        self.used[t] -= int(self.size[arr].sum())
+        gone = int(self.size[arr].sum())
+        self.used[t] -= gone
+        self.left[t] += gone
+        self.left_n[t] += len(arr)
         removed = [(int(p), t) for p in arr.tolist()]
         if self.listeners:
             for p, _ in removed:
@@ -336,6 +345,8 @@ class CacheState:
                     for tt in (HBM, DRAM, SSD):
                         if r & BIT[tt]:
                             self.used[tt] -= int(self.size[q])
+                            self.left[tt] += int(self.size[q])
+                            self.left_n[tt] += 1
                             removed.append((q, tt))
                             for li in self.listeners:
                                 li.on_leave(tt, q)

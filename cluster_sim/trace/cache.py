@@ -130,6 +130,10 @@ def _store(path: Path, table: pa.Table, key_json: bytes) -> None:
                 pass
 
 
+#: seconds a conversion runs before it prints its notice line
+NOTICE_AFTER_S = 2.0
+
+
 def cached_table(fmt: str, source: str | Path, options: dict, build: Callable[[], pa.Table], *,
                  validate: Callable[[pa.Table, str], None], enabled: bool = True) -> pa.Table:
     """``build()``'s table for ``source`` read with ``options``, from the cache when it is there.
@@ -145,6 +149,19 @@ def cached_table(fmt: str, source: str | Path, options: dict, build: Callable[[]
     table = _load(path, key_json, validate)
     if table is not None:
         return table
-    table = build()
+    import sys
+    import threading
+
+    # a conversion that takes a while says so (a piped first run was silent for half a minute);
+    # one that fails at once leaves only its error line
+    notice = threading.Timer(NOTICE_AFTER_S, lambda: print(
+        f"cluster_sim: converting {Path(source).name} to Parquet, once (cached under {cache_dir()})",
+        file=sys.stderr, flush=True))
+    notice.daemon = True
+    notice.start()
+    try:
+        table = build()
+    finally:
+        notice.cancel()
     _store(path, table, key_json)
     return table

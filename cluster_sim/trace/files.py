@@ -13,6 +13,7 @@ import hashlib
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..locations import data_root
 
 __all__ = ["project_root", "resolve_path", "resolve_trace_path", "session_files", "source_sha256"]
 
@@ -22,8 +23,9 @@ _memo: dict[tuple[str, int, int], str] = {}
 
 
 def project_root() -> Path:
-    """The folder holding ``cluster_sim/`` (relative trace paths fall back to it)."""
-    return Path(__file__).resolve().parents[2]
+    """Where relative trace paths fall back to: the folder holding the bundled ``traces/`` (the
+    checkout, or the installed package)."""
+    return data_root()
 
 
 def resolve_path(p, key: str) -> Path:
