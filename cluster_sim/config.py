@@ -18,6 +18,7 @@ WORKLOAD_FORMATS = ("synthetic", "mooncake", "claude_code", "azure", "parquet")
 ROUTERS = ("round_robin", "random", "session_affinity", "least_loaded", "kv_aware")
 BACKENDS = ("inprocess", "ray")
 SYNC_MODES = ("none", "kv_events")
+ENGINES = ("auto", "numba", "python")           # cache.engine (cluster_sim.engine.ENGINES)
 RECHAIN_MODES = ("auto", "always", "never")   # workload.rechain (cluster_sim.trace.rechain.MODES)
 
 
@@ -258,6 +259,7 @@ class SimConfig:
     policy: PolicyConfig
     fleet: FleetConfig
     chunk_tokens: int | str = "auto"
+    engine: str = "auto"           # cache.engine: the request-step engine (cluster_sim.engine.resolve)
     seed: int = 0
     summary_path: str | None = None
     output_dir: str | None = None
@@ -291,6 +293,7 @@ class SimConfig:
             policy=PolicyConfig.from_mapping(m.get("policy") or "lru"),
             fleet=FleetConfig.from_mapping(m.get("fleet") or {}),
             chunk_tokens=ct,
+            engine=_choice(cache, "engine", "cache", ENGINES, "auto"),
             seed=_num(m, "seed", "", 0, lo=0, integer=True),
             summary_path=out.get("summary_path"),
             output_dir=out.get("dir"),
