@@ -152,7 +152,8 @@ class CompiledNode:
     """One serving node on the compiled engine; the same results as :class:`~cluster_sim.node.NodeSim`."""
 
     def __init__(self, chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens: int, model, hardware,
-                 policy: str, *, node_index: int = 0, cost=True):
+                 policy: str, *, node_index: int = 0, cost=True, log_capacity: int = 1 << 14,
+                 heap_capacity: int = 1024):
         from . import _jit as J
 
         if policy not in SUPPORTED_POLICIES:
@@ -184,7 +185,17 @@ class CompiledNode:
         M[J.M_MODE] = _MODES[model.state_checkpoints] if has_state else 0
         M[J.M_SHORT] = -1
         M[J.M_POLICY] = J.POLICY_LRU
-        hcap = np.array([1024 if c > 0 else 16 for c in caps], dtype=np.int64)
+        # Candidate heaps: after a compaction a heap holds each valid candidate once, at most the
+        # payloads resident in its tier, which never exceed the tier's capacity plus what one
+        # request adds before its overflow is resolved (its own payloads, or one demoted batch):
+        # sized so, a heap is never full after a compaction. The kernel asks for more (doubling,
+        # between requests) when one is half full after a compaction; the touch log likewise.
+        sizes = [fab] + ([int(sb.min()), int(sb.max())] if has_state and U else [])
+        lo, hi = max(min(sizes), 1), max(sizes)
+        max_m = int(np.max(chunk_depth)) if U else 0
+        bound = [min(2 * U + 1, (c + (2 * max_m + 2) * hi) // lo + 64) if c > 0 else 4 for c in caps]
+        hcap = np.array([max(b, min(int(heap_capacity), 2 * U + 1)) if c > 0 else 4 for b, c in zip(bound, caps)],
+                        dtype=np.int64)
         self.S = J.EngineState(
             M=M, K=np.zeros(J.N_COUNTERS, dtype=np.int64),
             res=np.zeros(2 * U, dtype=np.uint8), stamp=np.full(2 * U, -1, dtype=np.int64),
@@ -195,7 +206,7 @@ class CompiledNode:
             depth=np.ascontiguousarray(chunk_depth, dtype=np.int64),
             anchor=np.ascontiguousarray(chunk_anchor, dtype=np.int64),
             flat=np.ascontiguousarray(flat, dtype=np.int64),
-            log_p=np.zeros(1 << 14, dtype=np.int64), log_s=np.zeros(1 << 14, dtype=np.int64),
+            log_p=np.zeros(int(log_capacity), dtype=np.int64), log_s=np.zeros(int(log_capacity), dtype=np.int64),
             heap_s=np.zeros(int(hcap.sum()), dtype=np.int64), heap_p=np.zeros(int(hcap.sum()), dtype=np.int64),
             hoff=np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64), hcap=hcap,
             hn=np.zeros(3, dtype=np.int64), wpos=np.zeros(3, dtype=np.int64),
@@ -244,12 +255,14 @@ class CompiledNode:
                 return R
             self._grow()
 
-    def replay(self, trace, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Process the trace requests ``idx`` (in order) and count them; per request (h, m, SSD
-        bytes written), as the fleet's per-epoch tables want them."""
+    def replay(self, trace, idx: np.ndarray, counted: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Process the trace requests ``idx`` (in order) and count those ``counted`` (default: the
+        trace's own flags); per request (h, m, SSD bytes written), as the fleet's per-epoch
+        tables want them."""
         J = self.J
         idx = np.asarray(idx, dtype=np.int64)
-        counted = trace.counted[idx]
+        counted = trace.counted[idx] if counted is None else np.asarray(counted, dtype=bool)
         R = self.replay_raw(trace.offsets, idx, counted)
         self._price(R, trace.input_tokens[idx].tolist(), trace.arrival_s[idx].tolist(), counted.tolist())
         return R[:, J.R_H].copy(), R[:, J.R_M].copy(), R[:, J.R_WR].copy()
