@@ -187,14 +187,17 @@ class CompiledNode:
         M[J.M_POLICY] = J.POLICY_LRU
         # Candidate heaps: after a compaction a heap holds each valid candidate once, at most the
         # payloads resident in its tier, which never exceed the tier's capacity plus what one
-        # request adds before its overflow is resolved (its own payloads, or one demoted batch):
-        # sized so, a heap is never full after a compaction. The kernel asks for more (doubling,
-        # between requests) when one is half full after a compaction; the touch log likewise.
+        # request adds before its overflow is resolved (its own payloads, or one demoted batch).
+        # Compactions and growth happen between requests only (a call out of the hot loop costs
+        # the kernel a reference count per state array): before each request a heap more than
+        # half full is compacted, and the kernel asks for twice the room (returning early) when it
+        # stays over a quarter; the touch log likewise. A heap full inside a request is an
+        # internal error (RuntimeError), never a silent change.
         sizes = [fab] + ([int(sb.min()), int(sb.max())] if has_state and U else [])
         lo, hi = max(min(sizes), 1), max(sizes)
         max_m = int(np.max(chunk_depth)) if U else 0
         bound = [min(2 * U + 1, (c + (2 * max_m + 2) * hi) // lo + 64) if c > 0 else 4 for c in caps]
-        hcap = np.array([max(b, min(int(heap_capacity), 2 * U + 1)) if c > 0 else 4 for b, c in zip(bound, caps)],
+        hcap = np.array([min(b, max(int(heap_capacity), 4 * max_m + 64)) if c > 0 else 4 for b, c in zip(bound, caps)],
                         dtype=np.int64)
         self.S = J.EngineState(
             M=M, K=np.zeros(J.N_COUNTERS, dtype=np.int64),

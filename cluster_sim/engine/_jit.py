@@ -96,20 +96,15 @@ def _compact_log(S):
     S.K[K_LOG_COMPACTIONS] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _touch(S, p):
     M = S.M
     s = M[M_CLOCK]
     S.stamp[p] = s
     M[M_CLOCK] = s + 1
     n = M[M_LOGN]
-    if n == len(S.log_p):
-        _compact_log(S)
-        n = M[M_LOGN]
-        if n == len(S.log_p):
-            raise RuntimeError("cluster_sim engine: touch log full")
-        if 2 * n > len(S.log_p):
-            M[M_GROW] |= GROW_LOG
+    if n == len(S.log_p):      # room is made before each request (replay): never in the hot path
+        raise RuntimeError("cluster_sim engine: touch log full")
     S.log_p[n] = p
     S.log_s[n] = s
     M[M_LOGN] = n + 1
@@ -145,14 +140,10 @@ def _heap_compact(S, t):
     S.K[K_HEAP_COMPACTIONS] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _heap_push(S, t, s, p):
-    if S.hn[t] == S.hcap[t]:
-        _heap_compact(S, t)
-        if S.hn[t] == S.hcap[t]:
-            raise RuntimeError("cluster_sim engine: candidate heap full")
-        if 2 * S.hn[t] > S.hcap[t]:
-            S.M[M_GROW] |= 2 << t
+    if S.hn[t] == S.hcap[t]:   # room is made before each request (replay): never in the hot path
+        raise RuntimeError("cluster_sim engine: candidate heap full")
     o = S.hoff[t]
     hs, hp = S.heap_s, S.heap_p
     i = S.hn[t]
@@ -168,7 +159,7 @@ def _heap_push(S, t, s, p):
     hp[o + i] = p
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _heap_pop(S, t):
     o = S.hoff[t]
     hs, hp = S.heap_s, S.heap_p
@@ -197,7 +188,7 @@ def _heap_pop(S, t):
     return s0, p0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _note_enter(S, t, p):
     """``p`` entered tier ``t``: a walker already past its stamp must be handed it."""
     s = S.stamp[p]
@@ -205,7 +196,7 @@ def _note_enter(S, t, p):
         _heap_push(S, t, s, p)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _pop(S, t):
     """The least-key valid candidate of tier ``t`` as (key, payload), or (-1, -1); forgotten
     until pushed back."""
@@ -240,7 +231,7 @@ def _pop(S, t):
 
 
 # ---------------------------------------------------------------------------- tier moves
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _add_copy(S, t, p):
     """A copy of ``p`` in tier ``t`` (not there yet)."""
     bit = _bit(t)
@@ -259,7 +250,7 @@ def _add_copy(S, t, p):
     _note_enter(S, t, p)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _close_ssd(S, p):
     f = S.flags[p]
     if (f & F_ADM) != 0 and (f & F_HIT) != 0:
@@ -270,7 +261,7 @@ def _close_ssd(S, p):
     S.flags[p] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _count_ssd_write(S, p):
     counting = S.M[M_COUNTING] != 0
     S.flags[p] = F_ADM if counting else 0
@@ -285,7 +276,7 @@ def _count_ssd_write(S, p):
             S.K[K_ADM_FA] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _remove(S, t, p, close):
     """Remove ``p``'s copy from tier ``t`` (and, if that was the FA's last copy, its STATE from
     every tier). Returns the bytes that left tier ``t``. ``close``: SSD copies leaving are closed
@@ -327,6 +318,108 @@ def _remove(S, t, p, close):
 
 
 @njit(cache=True)
+def _batch_anc(S, t, cs, born, sign):
+    """``dcnt[t, a] += sign`` for every strict ancestor ``a`` of each chunk of ``cs`` (distinct),
+    and ``dany[a] += sign`` for those with ``born`` set. Victims form a few root-ward chains:
+    each chain is one walk from its deepest chunk, counting the chunks of ``cs`` met on the way
+    (marked in ``cred``, which is zero outside a walk), so the cost is per chain, not per chunk."""
+    n = len(cs)
+    cred, flat, anchor, depth = S.cred, S.flat, S.anchor, S.depth
+    for k in range(n):
+        cred[cs[k]] = 2 if born[k] else 1
+    d = np.empty(n, dtype=np.int64)
+    for k in range(n):
+        d[k] = -depth[cs[k]]
+    order = np.argsort(d)
+    for k in order:
+        c = cs[k]
+        if cred[c] == 0:
+            continue
+        a = anchor[c]
+        cnt = 0
+        cnta = 0
+        for i in range(a + depth[c] - 1, a - 1, -1):
+            y = flat[i]
+            if cnt:
+                S.dcnt[t, y] += sign * cnt
+            if cnta:
+                S.dany[y] += sign * cnta
+            f = cred[y]
+            if f:
+                cnt += 1
+                if f == 2:
+                    cnta += 1
+                cred[y] = 0
+
+
+@njit(cache=True, inline="always")
+def _remove_bits(S, t, p, close):
+    """:func:`_remove` without the ancestor counts: returns 0 (not in ``t``), 1 (removed; an FA
+    keeps another copy or ``p`` is a STATE) or 2 (an FA's last copy, its STATE gone too)."""
+    bit = _bit(t)
+    r = S.res[p]
+    if (r & bit) == 0:
+        return 0
+    now = r & ~bit
+    S.res[p] = now
+    S.M[M_USED0 + t] -= _psize(S, p)
+    if close and t == SSD:
+        _close_ssd(S, p)
+    if (p & 1) == 0 and now == 0:
+        q = p | 1
+        sr = S.res[q]
+        if sr != 0:
+            qs = _psize(S, q)
+            for tt in range(3):
+                if (sr & _bit(tt)) != 0:
+                    S.M[M_USED0 + tt] -= qs
+                    if close and tt == SSD:
+                        _close_ssd(S, q)
+            S.res[q] = 0
+        return 2
+    return 1
+
+
+@njit(cache=True)
+def _remove_many(S, t, ps, close):
+    """Remove the tier-``t`` copies of ``ps`` (as one by one with :func:`_remove`)."""
+    if len(ps) == 1:
+        _remove(S, t, ps[0], close)
+        return
+    cs = [np.int64(0) for _ in range(0)]
+    lost = [False for _ in range(0)]
+    for p in ps:
+        k = _remove_bits(S, t, p, close)
+        if k and (p & 1) == 0:
+            cs.append(p >> 1)
+            lost.append(k == 2)
+    if len(cs):
+        _batch_anc(S, t, cs, lost, -1)
+
+
+@njit(cache=True)
+def _add_many(S, t, ps):
+    """Tier-``t`` copies of ``ps`` (none in ``t`` yet), as one by one with :func:`_add_copy`."""
+    if len(ps) == 1:
+        _add_copy(S, t, ps[0])
+        return
+    bit = _bit(t)
+    cs = [np.int64(0) for _ in range(0)]
+    born = [False for _ in range(0)]
+    for p in ps:
+        was = S.res[p]
+        S.res[p] = was | bit
+        S.M[M_USED0 + t] += _psize(S, p)
+        if (p & 1) == 0:
+            cs.append(p >> 1)
+            born.append(was == 0)
+    if len(cs):
+        _batch_anc(S, t, cs, born, 1)
+    for p in ps:
+        _note_enter(S, t, p)
+
+
+@njit(cache=True, inline="always")
 def _nearest_in_tier(S, c, bit):
     a = S.anchor[c]
     for i in range(a + S.depth[c] - 2, a - 1, -1):
@@ -337,7 +430,7 @@ def _nearest_in_tier(S, c, bit):
 
 
 # ---------------------------------------------------------------------------- the walk
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _action(S, t):
     """The policy's action for victims of tier ``t`` (the admission rule of a demotion)."""
     M = S.M
@@ -348,7 +441,7 @@ def _action(S, t):
     return DROP
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _walk(S, t, need, action, out):
     """The constrained victim walk: candidates of tier ``t`` in key order, skipping pinned
     payloads, FA copies with descendants left in the tier (leaf-first; the chain credits of
@@ -439,11 +532,13 @@ def _move_down(S, vict, t, dest, isnew):
         for i in range(len(vict)):
             if isnew[i]:
                 _count_ssd_write(S, vict[i])
+    new = [np.int64(0) for _ in range(0)]
     for i in range(len(vict)):
         if isnew[i]:
-            _add_copy(S, dest, vict[i])
-    for p in vict:
-        _remove(S, t, p, True)
+            new.append(vict[i])
+    if len(new):
+        _add_many(S, dest, new)
+    _remove_many(S, t, vict, True)
 
 
 @njit(cache=True)
@@ -458,17 +553,16 @@ def _undo_move(S, vict, t, dest, isnew):
         if (S.res[p] & dbit) != 0:
             back.append(p)
             bnew.append(isnew[i])
-    for p in back:
-        _add_copy(S, t, p)
+    if len(back):
+        _add_many(S, t, back)
     for i in range(len(back)):
         if bnew[i]:
             _remove(S, dest, back[i], True)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _drop_all(S, t, vict):
-    for p in vict:
-        _remove(S, t, p, True)
+    _remove_many(S, t, vict, True)
 
 
 @njit(cache=True)
@@ -557,7 +651,7 @@ def _room_hbm(S, need):
     return need <= 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _make_room(S, t, need):
     if t == HBM:
         return _room_hbm(S, need)
@@ -566,7 +660,7 @@ def _make_room(S, t, need):
     return _room_ssd(S, need)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _pinned_bytes(S, t, path, q, states):
     """Bytes of the request's own payloads (its path, the hit STATE, its new STATEs) in tier ``t``."""
     bit = _bit(t)
@@ -633,7 +727,7 @@ def _resolve_or_trim(S, t, order, count_skipped, path, q, states):
 
 
 # ---------------------------------------------------------------------------- the request step
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _checkpoints(mode, h, r, m, out):
     if m == 0:
         return
@@ -650,7 +744,7 @@ def _checkpoints(mode, h, r, m, out):
             out.append(k)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
     """Add tier-``t`` copies of the FA of ``path[lo:hi]`` that are not in tier ``only_absent_bit``'s
     bit (the tier itself: every chunk not yet in ``t``). One pass: descendant counts are strict
@@ -677,7 +771,7 @@ def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
     S.M[M_USED0 + t] += n_add * S.M[M_FAB]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _fastest(r):
     if r & 1:
         return HBM
@@ -688,7 +782,7 @@ def _fastest(r):
     return NO_TIER
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _step(S, path, counting, R, j):
     M = S.M
     res = S.res
@@ -838,10 +932,18 @@ def replay(S, offsets, idx, counted, j0, R):
         a = offsets[i]
         b = offsets[i + 1]
         m = b - a
+        # room first (compactions and growth stay out of the hot path): the log takes this
+        # request's touches; a heap at most half full gets through any request (its additions
+        # are bounded by its tier's resident payloads plus the request's own, see CompiledNode)
         if M[M_LOGN] + 2 * m + 2 > len(S.log_p):
             _compact_log(S)
             if M[M_LOGN] + 2 * m + 2 > len(S.log_p) or 2 * M[M_LOGN] > len(S.log_p):
                 M[M_GROW] |= GROW_LOG
+        for t in range(3):
+            if 2 * S.hn[t] > S.hcap[t]:
+                _heap_compact(S, t)
+                if 4 * S.hn[t] > S.hcap[t]:
+                    M[M_GROW] |= 2 << t
         if M[M_GROW] != 0:
             return j
         _step(S, S.flat[a:b], 1 if counted[j] else 0, R, j)
