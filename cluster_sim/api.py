@@ -291,6 +291,7 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress
         "trace_sha256": sha,
         "seed": cfg.seed,
         "backend": cfg.fleet.backend,
+        "engine": raw.get("engine", "python"),
         "ray_workers": raw.get("ray_workers", 0),
         "actor_processes": raw.get("actor_processes", 0),
         "policy_label": cfg.policy.label(),

@@ -15,6 +15,7 @@ from . import settings as _settings
 from .errors import ConfigError
 from .ftl import FTL_MODES, STREAM_MODES, auto_erase_block_bytes, check_geometry
 from .settings import setting
+from .engine import ENGINES
 from .router import ROUTERS as ROUTER_CLASSES
 from .trace.load import READERS
 from .trace.rechain import MODES as RECHAIN_CHOICES
@@ -217,6 +218,9 @@ class CacheSettings:
                                       doc="auto = the smallest multiple of the block size >= 256, or a whole "
                                           "multiple of the trace's block size (at most int32: a prompt never is "
                                           "longer)")
+    engine: str = setting("auto", "choice", choices=ENGINES,
+                          doc="the request-step engine: numba (compiled), python (the interpreted reference), "
+                              "auto = numba where the policy and settings are supported (decisions 67, 68)")
 
 
 @dataclass(frozen=True)
@@ -289,6 +293,7 @@ class SimConfig:
     policy: PolicyConfig
     fleet: FleetConfig
     chunk_tokens: int | str = "auto"
+    engine: str = "auto"           # cache.engine: the request-step engine (cluster_sim.engine.resolve)
     seed: int = 0
     summary_path: str | None = None
     output_dir: str | None = None
@@ -325,6 +330,7 @@ class SimConfig:
             policy=PolicyConfig.from_mapping(m.get("policy") or "lru"),
             fleet=FleetConfig.from_mapping(m.get("fleet") or {}),
             chunk_tokens=cache.chunk_tokens,
+            engine=cache.engine,
             seed=_num(m, "seed", "", 0, lo=0, integer=True),
             summary_path=out.summary_path,
             output_dir=out.dir,

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from . import engine as engines
 from .cost import CostModel
 from .errors import ConfigError, UserError
 from .metrics import NodeStats
@@ -58,6 +59,17 @@ class NodeRunner:
         self.k = node_index
         hw = cfg.hardware_for_node(node_index)
         policy = make_policy(cfg.policy.name, _policy_params(cfg))     # the node's one policy
+        self.engine = run_engine(cfg, record_events)
+        self.fail_at_epoch = fail_at_epoch
+        self.hard_fail = hard_fail
+        self.series: list[tuple[np.ndarray, ...]] = []
+        self._future_idx = future_idx
+        if self.engine == "numba":
+            # the compiled request step (cluster_sim.engine): the same results as NodeSim
+            self.node = engines.CompiledNode(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens,
+                                             cfg.model, hw, policy.name, node_index=node_index)
+            self._passes_pending = False
+            return
         future = None
         if policy.needs_future:
             from .policies.base import FutureStream
@@ -70,12 +82,8 @@ class NodeRunner:
                             policy, node_index=node_index, rng=node_rng(cfg.seed, node_index), future=future,
                             replays_per_day_scale=cfg.workload.replays_per_day_scale)
         self.node.st.record_events = record_events
-        self.fail_at_epoch = fail_at_epoch
-        self.hard_fail = hard_fail
-        self.series: list[tuple[np.ndarray, ...]] = []
         # hindsight policies that find their rule by replaying the node's stream first
         # (oracle_admission): done at the first replay call, so the time counts in sim_wall_s
-        self._future_idx = future_idx
         self._passes_pending = getattr(policy, "hindsight_passes", 1) > 1
 
     def _hindsight_passes(self) -> None:
@@ -120,6 +128,10 @@ class NodeRunner:
             raise SimulationError(f"node {self.k} failed during epoch {epoch} (injected failure)")
         if self._passes_pending:
             self._hindsight_passes()
+        if self.engine == "numba":
+            idx = np.asarray(idx, dtype=np.int64)
+            self.series.append((idx, *self.node.replay(self.trace, idx)))
+            return None
         self.series.append(self._replay(self.node, idx))
         if self.node.st.record_events:
             return self.node.st.take_events()
@@ -205,6 +217,13 @@ class InProcessNodes:
         pass
 
 
+def run_engine(cfg, kv_events: bool) -> str:
+    """The request-step engine of this run's nodes: ``numba`` or ``python`` (``cache.engine``;
+    :func:`cluster_sim.engine.resolve`)."""
+    hws = [cfg.hardware_for_node(i) for i in range(cfg.fleet.nodes)]
+    return engines.resolve(cfg.engine, cfg.policy.name, hws, kv_events)
+
+
 def epochs_of(trace, epoch_s: float) -> np.ndarray:
     """Epoch index of every request: floor((t - t0) / epoch_s); a request at a barrier is in the later one."""
     a = trace.arrival_s
@@ -222,11 +241,14 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
     fleet = cfg.fleet
     k = fleet.nodes
     node_hw = [cfg.hardware_for_node(i) for i in range(k)]
+    sync = fleet.sync == "kv_events" and k > 1
+    engine = run_engine(cfg, sync)
+    if engine == "numba":
+        engines.ensure_compiled()          # once per install (numba's cache), before the clock starts
     t0 = time.perf_counter()
     router = make_router(trace, fleet, cfg.seed, cfg.model, node_hw)
     ep = epochs_of(trace, fleet.epoch_s)
     n = trace.n_requests
-    sync = fleet.sync == "kv_events" and k > 1
     assign = np.full(n, -1, dtype=np.int64)
     fail = {}
     if fleet.inject_failure:
@@ -288,7 +310,7 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
         nodes.close()
         compile_s = jit.stop()
     wall = time.perf_counter() - t0 - setup - compile_s
-    return {"assign": assign, "results": results, "sim_wall_s": wall, "jit_compile_s": compile_s,
+    return {"assign": assign, "results": results, "sim_wall_s": wall, "jit_compile_s": compile_s, "engine": engine,
             "actor_processes": nodes.actor_processes, "ray_workers": nodes.workers, "setup_s": setup}
 
 

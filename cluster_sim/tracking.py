@@ -41,8 +41,8 @@ HASH_TAG = "config_hash"
 # --------------------------------------------------------------------------- pure helpers (no mlflow)
 
 #: dotted keys that never change a simulated figure (``workload.rechain``: chaining is exact, and a
-#: trace that needs it fails without it), left out of the hash so that adding them moves no hash
-NON_SIM_DOTTED = ("workload.rechain",)
+#: trace that needs it fails without it; ``cache.engine``: the engines' results are identical), left out of the hash so that adding them moves no hash
+NON_SIM_DOTTED = ("workload.rechain", "cache.engine")
 
 
 def config_hash(config: Mapping, *, drop: Iterable[str] = ()) -> str:

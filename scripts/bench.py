@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Speed and memory of the single-node simulator (issue: the core), printed, never asserted.
 
-For each workload it runs ``lru`` twice:
+For each workload it runs ``lru`` on both request-step engines (``cache.engine=python``, the
+interpreted reference, and ``numba``, the compiled engine), each twice:
 
 * as configured for the libCacheSim comparison: pure attention (llama3_1_70b), HBM 0,
   SSD 0, one node, DRAM sized to N chunks — the same chunk stream is then replayed by
@@ -16,6 +17,7 @@ tracemalloc peak of a replay divided by the chunks tracked.
 
     python scripts/bench.py                 # default trace, and Mooncake when ../shared/traces exists
     python scripts/bench.py --repeat 3
+    python scripts/bench.py --only-mooncake --weka   # the issue's Mooncake and whole-WEKA figures
 """
 from __future__ import annotations
 
@@ -80,7 +82,31 @@ def state_bytes_per_chunk(trace) -> float:
     return sum(a.nbytes for a in arrays) / trace.n_chunks
 
 
-def bench(name: str, overrides: list[str], repeat: int, compare: bool, n_chunks: int | None):
+def engine_state_bytes(trace, cfg) -> float:
+    """Bytes of simulator state per tracked chunk of the compiled engine after a whole replay
+    (per-chunk arrays, the chunk table, the touch log and candidate heaps as allocated)."""
+    from cluster_sim.engine import CompiledNode
+
+    node = CompiledNode(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens, cfg.model,
+                        cfg.hardware, "lru")
+    node.replay(trace, np.arange(trace.n_requests))
+    b = node.state_bytes()
+    return (b["per_chunk_arrays"] + b["chunk_table"] + b["touch_log"] + b["heaps"]) / b["chunks"]
+
+
+def bench(name: str, overrides: list[str], repeat: int, compare: bool, n_chunks: int | None,
+          engines=("python", "numba")):
+    """Both engines (cache.engine), then libCacheSim on the same chunk stream when ``compare``."""
+    from cluster_sim.engine import ensure_compiled
+
+    ensure_compiled()
+    rates = {}
+    for eng in engines:
+        rates[eng] = _bench_one(name, overrides + [f"cache.engine={eng}"], repeat, compare and eng == engines[-1],
+                                n_chunks, rates)
+
+
+def _bench_one(name, overrides, repeat, compare, n_chunks, rates):
     cfg = SimConfig.from_mapping(cluster_sim.compose(overrides))
     trace, _, _ = prepare(cfg)
     best = None
@@ -103,21 +129,30 @@ def bench(name: str, overrides: list[str], repeat: int, compare: bool, n_chunks:
     cluster_sim.run(cfg, trace=trace, write=False)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    print(f"  memory: {state_bytes_per_chunk(trace):.0f} B/chunk of per-chunk state; "
-          f"replay peak (tracemalloc) {peak / trace.n_chunks:.0f} B per tracked chunk")
+    if cfg.engine == "numba":
+        print(f"  memory (compiled engine): {engine_state_bytes(trace, cfg):.0f} B of simulator state per tracked "
+              f"chunk; replay peak (tracemalloc) {peak / trace.n_chunks:.0f} B per tracked chunk")
+    else:
+        print(f"  memory: {state_bytes_per_chunk(trace):.0f} B/chunk of per-chunk state; "
+              f"replay peak (tracemalloc) {peak / trace.n_chunks:.0f} B per tracked chunk")
+    rates[cfg.engine] = f["sim_chunk_refs_per_s"]
     if compare:
         r = lcs_lru(trace, n_chunks)
         if r is None:
             print("  libCacheSim: not installed (pip install -e '.[ref]')")
         else:
             rate, ratio = r
-            print(f"  libCacheSim LRU(process_trace): {rate:,.0f} refs/s, miss ratio {ratio:.4f}  ->  "
-                  f"cluster_sim / libCacheSim = {f['sim_chunk_refs_per_s'] / rate:.3f}x")
+            print(f"  libCacheSim LRU(process_trace): {rate:,.0f} refs/s, miss ratio {ratio:.4f}")
+            for eng, v in rates.items():
+                print(f"    cluster_sim engine={eng} / libCacheSim = {v / rate:.3f}x")
+    return f["sim_chunk_refs_per_s"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--weka", action="store_true", help="also the whole WEKA v8 three-tier hybrid run")
+    ap.add_argument("--only-mooncake", action="store_true", help="skip the bundled trace")
     args = ap.parse_args()
     llama = load_model("llama3_1_70b")
     # bundled default: 256-token chunks; DRAM of 2,000 chunks
@@ -125,11 +160,12 @@ def main():
     dram = n * llama.fa_bytes(256)
     single = ["model=llama3_1_70b", "policy=lru", "hardware.hbm_cache_bytes=0", "hardware.ssd_bytes=0",
               f"hardware.dram_bytes={dram}"]
-    bench("default trace, single tier (libCacheSim setup)", single + ["cache.chunk_tokens=256"], args.repeat,
-          True, n)
-    bench("default trace, as configured (3 tiers, hybrid)", [], args.repeat, False, None)
+    if not args.only_mooncake:
+        bench("default trace, single tier (libCacheSim setup)", single + ["cache.chunk_tokens=256"], args.repeat,
+              True, n)
+        bench("default trace, as configured (3 tiers, hybrid)", [], args.repeat, False, None)
     if MOONCAKE.exists():
-        n = 4000
+        n = 8000                      # the issue's setting: DRAM = 8,000 chunks
         dram = n * llama.fa_bytes(512)
         bench("Mooncake conversation, single tier (libCacheSim setup)",
               ["workload=mooncake", f"workload.path={MOONCAKE}", "model=llama3_1_70b", "policy=lru",
@@ -139,6 +175,17 @@ def main():
               ["workload=mooncake", f"workload.path={MOONCAKE}", "cache.chunk_tokens=512"], args.repeat, False, None)
     else:
         print(f"\n(Mooncake skipped: {MOONCAKE} not found)")
+    weka = shared_trace("claude_code")
+    if args.weka and weka.exists():
+        # the whole WEKA v8 three-tier hybrid run (issue 14), both engines, and libCacheSim's LRU on
+        # its chunk stream (one tier of DRAM-size chunks, the nearest like-for-like it has)
+        qwen = load_model("qwen3_next_80b_a3b")
+        bench("WEKA v8, 3 tiers hybrid (DRAM 74 GB, SSD 738 GB)",
+              ["workload=claude_code", "model=qwen3_next_80b_a3b", "cache.chunk_tokens=256",
+               "hardware.hbm_cache_bytes=0", "hardware.dram_bytes=74GB", "hardware.ssd_bytes=738GB"], 1,
+              True, int(74e9 // qwen.fa_bytes(256)))
+    elif args.weka:
+        print(f"\n(WEKA skipped: {weka} not found)")
 
 
 if __name__ == "__main__":

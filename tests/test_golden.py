@@ -11,10 +11,30 @@ import cluster_sim
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
-@pytest.mark.parametrize("path", sorted(GOLDEN.glob("*.json")), ids=lambda p: p.stem)
-def test_golden(path):
+def _cases():
+    """Every golden on the default engine; those of a compiled policy also on each engine
+    (cluster_sim.engine: the interpreted reference and the compiled request step)."""
+    from cluster_sim.engine import SUPPORTED_POLICIES
+
+    out = []
+    for p in sorted(GOLDEN.glob("*.json")):
+        pol = json.loads(p.read_text())["overrides"]
+        name = next((o.split("=", 1)[1] for o in pol if o.startswith("policy=")), "lru")
+        if name in SUPPORTED_POLICIES:
+            out += [pytest.param(p, "python", id=f"{p.stem}-python"), pytest.param(p, "numba", id=f"{p.stem}-numba")]
+        else:
+            out.append(pytest.param(p, None, id=p.stem))
+    return out
+
+
+@pytest.mark.parametrize("path,engine", _cases())
+def test_golden(path, engine):
     g = json.loads(path.read_text())
-    f = cluster_sim.run(cluster_sim.compose(g["overrides"]), write=False).fleet
+    over = list(g["overrides"]) + ([f"cache.engine={engine}"] if engine else [])
+    s = cluster_sim.run(cluster_sim.compose(over), write=False)
+    if engine:
+        assert s.run["engine"] == engine
+    f = s.fleet
     for k, v in g["fleet"].items():
         if isinstance(v, int):
             assert f[k] == v, k

@@ -21,12 +21,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("cluster_sim.model", "cluster_sim.settings", "cluster_sim.cost", "cluster_sim.ftl", "cluster_sim._ftl_jit", "cluster_sim.cache", "cluster_sim.trace"),
     ("cluster_sim.metrics",),
     ("cluster_sim.policies",),
-    ("cluster_sim.node",),
-    ("cluster_sim.router", "cluster_sim.fleet", "cluster_sim.config", "cluster_sim.schema_store", "cluster_sim.capacity", "cluster_sim.outputs", "cluster_sim.signals"),
+    ("cluster_sim.node", "cluster_sim.engine"),
+    ("cluster_sim.router", "cluster_sim.fleet", "cluster_sim.config", "cluster_sim.schema_store", "cluster_sim.capacity",
+     "cluster_sim.outputs", "cluster_sim.signals"),
     ("cluster_sim.distributed", "cluster_sim.tracking", "cluster_sim.api", "cluster_sim.trace_cli"),
     ("cluster_sim.report", "cluster_sim.sweep", "cluster_sim.cli", "cluster_sim.study", "cluster_sim"),
 ]
-CORE = ("cluster_sim.cache", "cluster_sim.model", "cluster_sim.settings", "cluster_sim.cost", "cluster_sim._version", "cluster_sim._ftl_ops", "cluster_sim.trace", "cluster_sim.metrics", "cluster_sim.node",
+CORE = ("cluster_sim.cache", "cluster_sim.model", "cluster_sim.settings", "cluster_sim.cost", "cluster_sim._version",
+        "cluster_sim._ftl_ops", "cluster_sim.trace", "cluster_sim.metrics", "cluster_sim.node", "cluster_sim.engine",
         "cluster_sim.policies", "cluster_sim.ftl", "cluster_sim._ftl_jit", "cluster_sim.units", "cluster_sim.errors")
 EDGES = ("cluster_sim.config", "cluster_sim.api", "cluster_sim.cli", "cluster_sim.sweep", "cluster_sim.tracking",
          "cluster_sim.report", "cluster_sim.distributed", "cluster_sim.fleet", "cluster_sim.router")

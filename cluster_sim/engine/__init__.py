@@ -1,0 +1,365 @@
+"""The compiled request-step engine (numba): a node's whole request stream in one call.
+
+:class:`cluster_sim.node.NodeSim` is the executable reference (``cache.engine=python``); this
+engine (``cache.engine=numba``) moves the same bytes with the same rules over flat arrays, so
+every summary figure but the ``sim_*`` timings is identical (tests/test_engine.py). The kernels
+are in :mod:`cluster_sim.engine._jit`; this module is the thin Python side: it builds the
+arrays, calls the kernel per batch of requests, grows the touch log and candidate heaps when
+the kernel asks, and prices each request with the node's :class:`~cluster_sim.cost.CostModel`
+(recompute FLOPs, load latency, FCFS time to first token) after the kernel said what it
+served: prices are Python floats computed by the very functions the reference calls.
+
+**One constrained victim walk.** ``_jit._walk`` is the only victim selection. It takes a tier's
+*candidate queue* and an *action* (the policy's admission rule for the victims: demote to the
+next tier, i.e. write it to the SSD unless a valid copy is there, or drop) and enforces, for
+every policy alike:
+
+* pins (the current request's payloads are never victims);
+* leaf-first within the tier (an FA copy with descendants left in the tier is passed over);
+* chain credits (choosing a leaf credits its nearest ancestor in the tier with its whole
+  tier-subtree, so an ancestor whose descendants are all chosen becomes a leaf in the same walk;
+  the same across tiers for prefix closure of a dropped last copy);
+* atomic undo (a walk that cannot free what was asked chooses nothing and puts every
+  candidate back);
+* the shortfall (a failed walk says how many bytes it lacked, so the node trims the request's
+  new payloads by that much at once).
+
+The overflow cascade around it (HBM -> DRAM -> SSD demotions, the undo of a demotion the
+lower tier could not absorb, trimming a request's own payloads deepest first) is written once
+too. A policy supplies only its ordering key (the queue yields a tier's resident payloads in
+increasing key order; ``lru``'s key is the logical-clock stamp of the last touch, fed from the
+touch log with a heap for copies that enter a tier after the walker passed their stamp) and its
+admission rule (``_jit._action``). Only ``lru`` runs on it in this version; the other policies
+stay on the interpreted path (``supports``).
+
+What the compiled engine does not model yet falls back to the interpreted node under
+``cache.engine=auto`` and is an error under ``cache.engine=numba`` (:func:`resolve`): policies
+other than ``lru``, the greedy flash translation layer (``hardware.ssd.ftl=greedy``, which
+consumes each SSD write and trim in order) and ``fleet.sync=kv_events`` (stored / removed chunk
+events for the router) — docs/decisions.md 67-69.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..cache.state import DRAM, HBM, NO_TIER, SSD
+from ..cost import CostModel
+from ..errors import ConfigError
+from ..metrics import NodeStats
+
+__all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports", "numba_available",
+           "ensure_compiled", "compile_notice"]
+
+ENGINES = ("auto", "numba", "python")
+SUPPORTED_POLICIES = ("lru",)
+_MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
+_TIER_KEYS = ("hbm", "dram", "ssd")
+EXPECTED_COMPILE_S = 40
+
+
+def numba_available() -> tuple[bool, str | None]:
+    """(True, None) when numba imports, else (False, the reason)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError as e:          # pragma: no cover - numba is a dependency
+        return False, str(e)
+    return True, None
+
+
+def supports(policy: str, hardware_list, kv_events: bool) -> str | None:
+    """None when the compiled engine can run this setting, else why not (one phrase)."""
+    if policy not in SUPPORTED_POLICIES:
+        return f"policy {policy!r} is not compiled yet (compiled: {', '.join(SUPPORTED_POLICIES)})"
+    if any(hw.ssd.ftl != "ideal" for hw in hardware_list):
+        return "hardware.ssd.ftl=greedy needs the interpreted engine"
+    if kv_events:
+        return "fleet.sync=kv_events needs the interpreted engine"
+    return None
+
+
+def resolve(engine: str, policy: str, hardware_list, kv_events: bool) -> str:
+    """The engine a run uses: ``numba`` or ``python``. ``auto`` takes numba when it imports and
+    the setting is supported; ``numba`` raises :class:`ConfigError` (one line) when it cannot."""
+    if engine not in ENGINES:
+        raise ConfigError("cache.engine", f"must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "python":
+        return "python"
+    ok, err = numba_available()
+    why = None if ok else f"numba is not available ({err})"
+    if why is None:
+        why = supports(policy, hardware_list, kv_events)
+    if why is None:
+        return "numba"
+    if engine == "numba":
+        raise ConfigError("cache.engine", f"numba cannot run this setting: {why}; use cache.engine=auto or python")
+    return "python"
+
+
+def _cached() -> bool:
+    here = Path(__file__).resolve().parent / "__pycache__"
+    return any(here.glob("_jit.replay-*.nbi"))
+
+
+def compile_notice() -> str | None:
+    """The one-line notice to print before the kernels are compiled, or None if they are cached."""
+    if _cached():
+        return None
+    return (f"cluster_sim: compiling the request-step engine (numba; once per install, "
+            f"about {EXPECTED_COMPILE_S} s)")
+
+
+_READY = False
+
+
+def ensure_compiled(stream=None) -> float:
+    """Compile (or load from numba's cache) the kernels with the types a run uses, printing
+    :func:`compile_notice` first when compiling. Returns the seconds it took. A run calls this
+    before its clock starts, so compilation never counts in ``sim_wall_s``."""
+    global _READY
+    if _READY:
+        return 0.0
+    t0 = time.perf_counter()
+    note = compile_notice()
+    if note:
+        print(note, file=stream if stream is not None else sys.stderr, flush=True)
+    _warm_up()
+    _READY = True
+    return time.perf_counter() - t0
+
+
+def _warm_up() -> None:
+    """Run the kernel once on a three-request branch (every tier, STATE payloads, trimming)."""
+    from types import SimpleNamespace
+
+    parent = np.array([-1, 0, 1, 1], dtype=np.int64)
+    depth = np.array([1, 2, 3, 3], dtype=np.int64)
+    flat = np.array([0, 1, 2, 0, 1, 3, 0, 1, 2], dtype=np.int64)
+    anchor = np.array([0, 1, 2, 5], dtype=np.int64)
+    offsets = np.array([0, 3, 6, 9], dtype=np.int64)
+    ssd = SimpleNamespace(ftl="ideal")
+    hw = SimpleNamespace(hbm_cache_bytes=100, dram_bytes=150, ssd_bytes=300, ssd=ssd)
+    model = SimpleNamespace(has_state=True, state_checkpoints="every_chunk", fa_bytes=lambda ct: 50,
+                            state_bytes_array=lambda pos: np.full(len(pos), 20, dtype=np.int64))
+    node = CompiledNode(parent, depth, anchor, flat, 1, model, hw, "lru", cost=False)
+    node.replay_raw(offsets, np.arange(3, dtype=np.int64), np.ones(3, dtype=bool))
+
+
+class CompiledNode:
+    """One serving node on the compiled engine; the same results as :class:`~cluster_sim.node.NodeSim`."""
+
+    def __init__(self, chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens: int, model, hardware,
+                 policy: str, *, node_index: int = 0, cost=True, log_capacity: int = 1 << 14,
+                 heap_capacity: int = 1024):
+        from . import _jit as J
+
+        if policy not in SUPPORTED_POLICIES:
+            raise ConfigError("cache.engine", f"policy {policy!r} is not compiled yet")
+        self.J = J
+        self.model = model
+        self.hw = hardware
+        self.ct = int(chunk_tokens)
+        self.policy_name = policy
+        self.node_index = node_index
+        self.cost = CostModel.of(model, hardware) if cost else None
+        U = len(chunk_parent)
+        self.n_chunks = U
+        has_state = bool(model.has_state)
+        fab = int(model.fa_bytes(self.ct))
+        if has_state:
+            sb = np.asarray(model.state_bytes_array(np.asarray(chunk_depth, dtype=np.int64) * self.ct),
+                            dtype=np.int64)
+        else:
+            sb = np.zeros(1, dtype=np.int64)      # never read: no STATE payload exists
+        caps = (int(hardware.hbm_cache_bytes), int(hardware.dram_bytes), int(hardware.ssd_bytes))
+        self.caps = caps
+        self.entry = next((t for t in (HBM, DRAM, SSD) if caps[t] > 0), NO_TIER)
+        M = np.zeros(J.N_META, dtype=np.int64)
+        M[J.M_CAP0:J.M_CAP0 + 3] = caps
+        M[J.M_ENTRY] = self.entry
+        M[J.M_FAB] = fab
+        M[J.M_HAS_STATE] = int(has_state)
+        M[J.M_MODE] = _MODES[model.state_checkpoints] if has_state else 0
+        M[J.M_SHORT] = -1
+        M[J.M_POLICY] = J.POLICY_LRU
+        # Candidate heaps: after a compaction a heap holds each valid candidate once, at most the
+        # payloads resident in its tier, which never exceed the tier's capacity plus what one
+        # request adds before its overflow is resolved (its own payloads, or one demoted batch).
+        # Compactions and growth happen between requests only (a call out of the hot loop costs
+        # the kernel a reference count per state array): before each request a heap more than
+        # half full is compacted, and the kernel asks for twice the room (returning early) when it
+        # stays over a quarter; the touch log likewise. A heap full inside a request is an
+        # internal error (RuntimeError), never a silent change.
+        sizes = [fab] + ([int(sb.min()), int(sb.max())] if has_state and U else [])
+        lo, hi = max(min(sizes), 1), max(sizes)
+        max_m = int(np.max(chunk_depth)) if U else 0
+        bound = [min(2 * U + 1, (c + (2 * max_m + 2) * hi) // lo + 64) if c > 0 else 4 for c in caps]
+        hcap = np.array([min(b, max(int(heap_capacity), 4 * max_m + 64)) if c > 0 else 4 for b, c in zip(bound, caps)],
+                        dtype=np.int64)
+        self.S = J.EngineState(
+            M=M, K=np.zeros(J.N_COUNTERS, dtype=np.int64),
+            res=np.zeros(2 * U, dtype=np.uint8), stamp=np.full(2 * U, -1, dtype=np.int64),
+            pin=np.full(2 * U, -1, dtype=np.int64), flags=np.zeros(2 * U, dtype=np.uint8),
+            dcnt=np.zeros((3, U), dtype=np.int32), dany=np.zeros(U, dtype=np.int32),
+            cred=np.zeros(U, dtype=np.int32), cred_any=np.zeros(U, dtype=np.int32), sb=sb,
+            parent=np.ascontiguousarray(chunk_parent, dtype=np.int64),
+            depth=np.ascontiguousarray(chunk_depth, dtype=np.int64),
+            anchor=np.ascontiguousarray(chunk_anchor, dtype=np.int64),
+            flat=np.ascontiguousarray(flat, dtype=np.int64),
+            log_p=np.zeros(int(log_capacity), dtype=np.int64), log_s=np.zeros(int(log_capacity), dtype=np.int64),
+            heap_s=np.zeros(int(hcap.sum()), dtype=np.int64), heap_p=np.zeros(int(hcap.sum()), dtype=np.int64),
+            hoff=np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64), hcap=hcap,
+            hn=np.zeros(3, dtype=np.int64), wpos=np.zeros(3, dtype=np.int64),
+            wfront=np.full(3, -1, dtype=np.int64))
+        self.stats = NodeStats()
+        self.busy_until = 0.0
+
+    # ---- the kernel, with growth between requests
+    def _grow(self) -> None:
+        J, S = self.J, self.S
+        g = int(S.M[J.M_GROW])
+        if g & J.GROW_LOG:
+            n = 2 * len(S.log_p)
+            lp = np.zeros(n, dtype=np.int64)
+            ls = np.zeros(n, dtype=np.int64)
+            k = int(S.M[J.M_LOGN])
+            lp[:k] = S.log_p[:k]
+            ls[:k] = S.log_s[:k]
+            S = S._replace(log_p=lp, log_s=ls)
+        if g & (2 | 4 | 8):
+            hcap = S.hcap.copy()
+            for t in range(3):
+                if g & (2 << t):
+                    hcap[t] *= 2
+            hoff = np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64)
+            hs = np.zeros(int(hcap.sum()), dtype=np.int64)
+            hp = np.zeros(int(hcap.sum()), dtype=np.int64)
+            for t in range(3):
+                n, o, no = int(S.hn[t]), int(S.hoff[t]), int(hoff[t])
+                hs[no:no + n] = S.heap_s[o:o + n]
+                hp[no:no + n] = S.heap_p[o:o + n]
+            S = S._replace(heap_s=hs, heap_p=hp, hoff=hoff, hcap=hcap)
+        S.M[J.M_GROW] = 0
+        self.S = S
+
+    def replay_raw(self, offsets: np.ndarray, idx: np.ndarray, counted: np.ndarray) -> np.ndarray:
+        """The cache side of requests ``idx`` (in order): one row of ``_jit.R_*`` columns each."""
+        J = self.J
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        counted = np.ascontiguousarray(counted, dtype=np.bool_)
+        R = np.zeros((len(idx), J.N_R), dtype=np.int64)
+        j = 0
+        while True:
+            j = J.replay(self.S, offsets, idx, counted, j, R)
+            if j >= len(idx):
+                return R
+            self._grow()
+
+    def replay(self, trace, idx: np.ndarray, counted: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+        """Process the trace requests ``idx`` (in order) and count those ``counted`` (default: the
+        trace's own flags); per request (h, m, SSD bytes written, the node's snapshot after it in
+        the columns of ``fleet.SNAP``, load latency, TTFT), as the fleet's per-epoch tables and
+        the request table want them (``fleet.NodeRunner._replay`` on the reference)."""
+        J = self.J
+        idx = np.asarray(idx, dtype=np.int64)
+        counted = trace.counted[idx] if counted is None else np.asarray(counted, dtype=bool)
+        R = self.replay_raw(trace.offsets, idx, counted)
+        lat, ttft, hits = self._price(R, trace.input_tokens[idx].tolist(), trace.arrival_s[idx].tolist(),
+                                      counted.tolist())
+        snap = np.concatenate([R[:, J.R_USED0:J.R_USED2 + 1], R[:, J.R_LEFT0:J.R_LEFT2 + 1],
+                               R[:, [J.R_LEFTN2, J.R_ADM, J.R_ADM_HIT]], hits], axis=1)
+        return R[:, J.R_H].copy(), R[:, J.R_M].copy(), R[:, J.R_WR].copy(), snap, lat, ttft
+
+    def _price(self, R: np.ndarray, inp: list, arr: list, cnt: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Recompute, latency and TTFT of each request, and its share of the statistics, in
+        request order with the node's cost model (the reference's own arithmetic). Returns each
+        request's latency and TTFT (s) and the node's hits per tier (FA + STATE) after it."""
+        J = self.J
+        cost = self.cost
+        ct = self.ct
+        s = self.stats
+        hits = s.hits
+        busy = self.busy_until
+        rec_memo: dict = {}
+        cols = R.tolist()
+        n = len(cols)
+        lat = np.zeros(n, dtype=np.float64)
+        ttft = np.zeros(n, dtype=np.float64)
+        cum = np.zeros((n, 3), dtype=np.int64)
+        tier_hits = tuple(hits[f"hits_{t}_fa"] + hits[f"hits_{t}_state"] for t in _TIER_KEYS)
+        for j, row in enumerate(cols):
+            h, m, n_hbm, n_dram, n_ssd = row[J.R_H], row[J.R_M], row[J.R_N_HBM], row[J.R_N_DRAM], row[J.R_N_SSD]
+            L = inp[j]
+            key = (h, L)
+            rec = rec_memo.get(key)
+            if rec is None:
+                rec = rec_memo[key] = cost.request_recompute(h * ct, L)
+            rec_flops, rec_tokens = rec
+            latency = cost.serve_latency_s(row[J.R_DRAM_B], row[J.R_SSD_B], rec_flops)
+            now = arr[j]
+            start = now if now > busy else busy
+            busy = start + latency
+            lat[j] = latency
+            ttft[j] = (start - now) + latency
+            if not cnt[j]:
+                cum[j] = tier_hits
+                continue
+            s.requests += 1
+            s.chunks_requested += m
+            s.chunk_misses += m - h
+            s.prompt_tokens += L
+            s.recomputed_tokens += rec_tokens
+            if rec_tokens:
+                s.recompute_gpu_seconds += cost.gpu_seconds(rec_flops)
+            hits["hits_hbm_fa"] += n_hbm
+            hits["hits_dram_fa"] += n_dram
+            hits["hits_ssd_fa"] += n_ssd
+            qt = row[J.R_Q_TIER]
+            if qt != NO_TIER:
+                hits[f"hits_{_TIER_KEYS[qt]}_state"] += 1
+            tier_hits = (tier_hits[0] + n_hbm + (qt == HBM), tier_hits[1] + n_dram + (qt == DRAM),
+                         tier_hits[2] + n_ssd + (qt == SSD))
+            cum[j] = tier_hits
+            s.insert_skipped_bytes += row[J.R_SKIPPED]
+            s.first_arrival_s = min(s.first_arrival_s, now)
+            s.last_arrival_s = max(s.last_arrival_s, now)
+            s.load_latency.append(latency)
+            s.ttft.append((start - now) + latency)
+        self.busy_until = busy
+        return lat, ttft, cum
+
+    def finish(self) -> NodeStats:
+        """Close the run (SSD copies still resident count as hit iff they served a reuse) and
+        return the node's statistics, the policy's counters included."""
+        J, S = self.J, self.S
+        J.finish_ssd(S)
+        K = S.K.tolist()
+        s = self.stats
+        s.ssd_bytes_written_fa = K[J.K_WR_FA]
+        s.ssd_bytes_written_state = K[J.K_WR_STATE]
+        s.ssd_admissions_fa = K[J.K_ADM_FA]
+        s.ssd_admissions_state = K[J.K_ADM_STATE]
+        s.ssd_admissions_hit_fa = K[J.K_ADM_HIT_FA]
+        s.ssd_admissions_hit_state = K[J.K_ADM_HIT_STATE]
+        s.policy = {f"policy.{self.policy_name}.dram_victims_demoted": K[J.K_DRAM_DEMOTED],
+                    f"policy.{self.policy_name}.dram_victims_dropped": K[J.K_DRAM_DROPPED]}
+        return s
+
+    # ---- introspection (tests, bench)
+    def residency(self) -> np.ndarray:
+        """Tier bits of every payload handle (a copy)."""
+        return self.S.res.copy()
+
+    def state_bytes(self) -> dict:
+        """Bytes of simulator state this node holds, by part (per-chunk arrays, the trace's chunk
+        table, the touch log and the candidate heaps as allocated)."""
+        S = self.S
+        per_chunk = sum(a.nbytes for a in (S.res, S.stamp, S.pin, S.flags, S.dcnt, S.dany, S.cred, S.cred_any))
+        per_chunk += S.sb.nbytes
+        table = S.parent.nbytes + S.depth.nbytes + S.anchor.nbytes
+        return {"per_chunk_arrays": per_chunk, "chunk_table": table,
+                "touch_log": S.log_p.nbytes + S.log_s.nbytes, "heaps": S.heap_s.nbytes + S.heap_p.nbytes,
+                "chunks": self.n_chunks}

@@ -1,0 +1,986 @@
+"""Compiled request step (numba): one node's cache over flat arrays; see :mod:`cluster_sim.engine`.
+
+Everything a request does to the cache happens here, in the order of
+:class:`cluster_sim.node.NodeSim` (match, serve, pins and touches, load, insert, overflow
+cascade, SSD admission accounting); what only prices the request (recompute FLOPs, latency,
+TTFT) is left to the wrapper, which uses the node's :class:`~cluster_sim.cost.CostModel`.
+
+State ``S`` (a namedtuple of arrays, :class:`EngineState`):
+
+* per payload handle ``p`` (``2c`` FA, ``2c + 1`` STATE): ``res`` (tier bits), ``stamp``
+  (logical clock of the last touch), ``pin`` (sequence number of the pinning request),
+  ``flags`` (bit 0: this SSD copy's admission is counted, bit 1: it has served a reuse);
+* per chunk: ``dcnt[t, c]`` strict descendants with FA in tier ``t``, ``dany[c]`` in any tier,
+  ``sb`` the STATE bytes, ``cred`` / ``cred_any`` the walk's chain credits (zero between walks);
+* the trace's chunk table (``parent``, ``depth``, ``anchor``, ``flat``);
+* the touch log (``log_p``, ``log_s``: payloads and stamps in stamp order) and, per tier, a
+  binary min-heap of out-of-order candidates inside one array (``heap_s``, ``heap_p`` at
+  offset ``hoff[t]``, capacity ``hcap[t]``, size ``hn[t]``) and the walker's log position and
+  frontier (``wpos``, ``wfront``);
+* ``M`` (meta: clock, sequence, bytes used, capacities, ...) and ``K`` (counters).
+
+The candidate queue of a tier yields the payloads resident in it in increasing key order
+(LRU's key: the stamp); validity is checked lazily (a stale entry has another stamp or left
+the tier). The walk (:func:`_walk`) is the one constrained victim selection.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+HBM, DRAM, SSD = 0, 1, 2
+NO_TIER = -1
+DROP, DEMOTE = 0, 1
+MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
+POLICY_LRU = 0
+
+# meta
+(M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
+ M_MODE, M_COUNTING, M_SHORT, M_POLICY, M_GROW, M_WR, M_LEFT0, M_LEFT1, M_LEFT2, M_LEFTN0, M_LEFTN1,
+ M_LEFTN2) = range(24)
+N_META = 24          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+# counters
+(K_WR_FA, K_WR_STATE, K_ADM_FA, K_ADM_STATE, K_ADM_HIT_FA, K_ADM_HIT_STATE, K_DRAM_DEMOTED,
+ K_DRAM_DROPPED, K_LOG_COMPACTIONS, K_HEAP_COMPACTIONS) = range(10)
+N_COUNTERS = 10
+# per-request outputs (columns of R)
+(R_H, R_R, R_M, R_N_HBM, R_N_DRAM, R_N_SSD, R_Q_TIER, R_DRAM_B, R_SSD_B, R_SKIPPED, R_WR,
+ R_USED0, R_USED1, R_USED2, R_LEFT0, R_LEFT1, R_LEFT2, R_LEFTN2, R_ADM, R_ADM_HIT) = range(20)
+N_R = 20             # R_USED* .. R_ADM_HIT: the node's state after the request (fleet.SNAP)
+# grow requests (bits of M[M_GROW])
+GROW_LOG = 1
+GROW_HEAP = (2, 4, 8)
+
+F_ADM, F_HIT = 1, 2
+
+EngineState = namedtuple("EngineState", [
+    "M", "K", "res", "stamp", "pin", "flags", "dcnt", "dany", "cred", "cred_any", "sb",
+    "parent", "depth", "anchor", "flat", "log_p", "log_s", "heap_s", "heap_p", "hoff", "hcap", "hn",
+    "wpos", "wfront"])
+
+
+@njit(cache=True, inline="always")
+def _bit(t):
+    return np.uint8(1 << t)
+
+
+@njit(cache=True, inline="always")
+def _psize(S, p):
+    if p & 1:
+        return S.sb[p >> 1]
+    return S.M[M_FAB]
+
+
+# ---------------------------------------------------------------------------- touch log
+@njit(cache=True)
+def _compact_log(S):
+    """Drop log entries every active walker has passed, and stale ones (a later touch)."""
+    M = S.M
+    n = M[M_LOGN]
+    front = M[M_CLOCK]
+    for t in range(3):
+        if M[M_CAP0 + t] > 0 and S.wfront[t] < front:
+            front = S.wfront[t]
+    lp, ls, stamp = S.log_p, S.log_s, S.stamp
+    k = 0
+    for i in range(n):
+        s = ls[i]
+        p = lp[i]
+        if s > front and stamp[p] == s:
+            lp[k] = p
+            ls[k] = s
+            k += 1
+    M[M_LOGN] = k
+    for t in range(3):
+        S.wpos[t] = np.searchsorted(ls[:k], S.wfront[t], side="right")
+    S.K[K_LOG_COMPACTIONS] += 1
+
+
+@njit(cache=True, inline="always")
+def _touch(S, p):
+    M = S.M
+    s = M[M_CLOCK]
+    S.stamp[p] = s
+    M[M_CLOCK] = s + 1
+    n = M[M_LOGN]
+    if n == len(S.log_p):      # room is made before each request (replay): never in the hot path
+        raise RuntimeError("cluster_sim engine: touch log full")
+    S.log_p[n] = p
+    S.log_s[n] = s
+    M[M_LOGN] = n + 1
+
+
+# ---------------------------------------------------------------------------- candidate heaps
+@njit(cache=True)
+def _heap_compact(S, t):
+    """Keep the valid entries of tier ``t``'s heap, once each, sorted (a sorted array is a heap)."""
+    o = S.hoff[t]
+    n = S.hn[t]
+    hs = S.heap_s[o:o + n]
+    hp = S.heap_p[o:o + n]
+    bit = _bit(t)
+    order = np.argsort(hs, kind="mergesort")
+    ks = np.empty(n, dtype=np.int64)
+    kp = np.empty(n, dtype=np.int64)
+    k = 0
+    last = -1
+    for i in range(n):
+        s = hs[order[i]]
+        p = hp[order[i]]
+        if s == last:
+            continue
+        if S.stamp[p] == s and (S.res[p] & bit) != 0:
+            ks[k] = s
+            kp[k] = p
+            k += 1
+            last = s
+    hs[:k] = ks[:k]
+    hp[:k] = kp[:k]
+    S.hn[t] = k
+    S.K[K_HEAP_COMPACTIONS] += 1
+
+
+@njit(cache=True, inline="always")
+def _heap_push(S, t, s, p):
+    if S.hn[t] == S.hcap[t]:   # room is made before each request (replay): never in the hot path
+        raise RuntimeError("cluster_sim engine: candidate heap full")
+    o = S.hoff[t]
+    hs, hp = S.heap_s, S.heap_p
+    i = S.hn[t]
+    S.hn[t] = i + 1
+    while i > 0:
+        par = (i - 1) >> 1
+        if hs[o + par] <= s:
+            break
+        hs[o + i] = hs[o + par]
+        hp[o + i] = hp[o + par]
+        i = par
+    hs[o + i] = s
+    hp[o + i] = p
+
+
+@njit(cache=True, inline="always")
+def _heap_pop(S, t):
+    o = S.hoff[t]
+    hs, hp = S.heap_s, S.heap_p
+    s0 = hs[o]
+    p0 = hp[o]
+    n = S.hn[t] - 1
+    S.hn[t] = n
+    if n > 0:
+        s = hs[o + n]
+        p = hp[o + n]
+        i = 0
+        while True:
+            a = 2 * i + 1
+            if a >= n:
+                break
+            b = a + 1
+            if b < n and hs[o + b] < hs[o + a]:
+                a = b
+            if hs[o + a] >= s:
+                break
+            hs[o + i] = hs[o + a]
+            hp[o + i] = hp[o + a]
+            i = a
+        hs[o + i] = s
+        hp[o + i] = p
+    return s0, p0
+
+
+@njit(cache=True, inline="always")
+def _note_enter(S, t, p):
+    """``p`` entered tier ``t``: a walker already past its stamp must be handed it."""
+    s = S.stamp[p]
+    if 0 <= s <= S.wfront[t]:
+        _heap_push(S, t, s, p)
+
+
+@njit(cache=True, inline="always")
+def _pop(S, t):
+    """The least-key valid candidate of tier ``t`` as (key, payload), or (-1, -1); forgotten
+    until pushed back."""
+    bit = _bit(t)
+    stamp, res = S.stamp, S.res
+    lp, ls = S.log_p, S.log_s
+    n = S.M[M_LOGN]
+    o = S.hoff[t]
+    while True:
+        i = S.wpos[t]
+        s = -1
+        p = -1
+        while i < n:
+            s = ls[i]
+            p = lp[i]
+            if stamp[p] == s and (res[p] & bit) != 0:
+                break
+            i += 1
+            S.wfront[t] = s
+            s = -1
+        S.wpos[t] = i
+        if S.hn[t] > 0 and (s < 0 or S.heap_s[o] < s):
+            hs, hp = _heap_pop(S, t)
+            if stamp[hp] == hs and (res[hp] & bit) != 0:
+                return hs, hp
+            continue
+        if s >= 0:
+            S.wpos[t] = i + 1
+            S.wfront[t] = s
+            return s, p
+        return -1, -1
+
+
+# ---------------------------------------------------------------------------- tier moves
+@njit(cache=True, inline="always")
+def _add_copy(S, t, p):
+    """A copy of ``p`` in tier ``t`` (not there yet)."""
+    bit = _bit(t)
+    was = S.res[p]
+    S.res[p] = was | bit
+    S.M[M_USED0 + t] += _psize(S, p)
+    if (p & 1) == 0:
+        c = p >> 1
+        a = S.anchor[c]
+        e = a + S.depth[c] - 1
+        for i in range(a, e):
+            y = S.flat[i]
+            S.dcnt[t, y] += 1
+            if was == 0:
+                S.dany[y] += 1
+    _note_enter(S, t, p)
+
+
+@njit(cache=True, inline="always")
+def _close_ssd(S, p):
+    f = S.flags[p]
+    if (f & F_ADM) != 0 and (f & F_HIT) != 0:
+        if p & 1:
+            S.K[K_ADM_HIT_STATE] += 1
+        else:
+            S.K[K_ADM_HIT_FA] += 1
+    S.flags[p] = 0
+
+
+@njit(cache=True, inline="always")
+def _count_ssd_write(S, p):
+    counting = S.M[M_COUNTING] != 0
+    S.flags[p] = F_ADM if counting else 0
+    if counting:
+        sz = _psize(S, p)
+        S.M[M_WR] += sz
+        if p & 1:
+            S.K[K_WR_STATE] += sz
+            S.K[K_ADM_STATE] += 1
+        else:
+            S.K[K_WR_FA] += sz
+            S.K[K_ADM_FA] += 1
+
+
+@njit(cache=True, inline="always")
+def _remove(S, t, p, close):
+    """Remove ``p``'s copy from tier ``t`` (and, if that was the FA's last copy, its STATE from
+    every tier). Returns the bytes that left tier ``t``. ``close``: SSD copies leaving are closed
+    (admission hit accounting)."""
+    bit = _bit(t)
+    r = S.res[p]
+    if (r & bit) == 0:
+        return 0
+    now = r & ~bit
+    S.res[p] = now
+    sz = _psize(S, p)
+    S.M[M_USED0 + t] -= sz
+    S.M[M_LEFT0 + t] += sz
+    S.M[M_LEFTN0 + t] += 1
+    freed = sz
+    if close and t == SSD:
+        _close_ssd(S, p)
+    if (p & 1) == 0:
+        c = p >> 1
+        a = S.anchor[c]
+        e = a + S.depth[c] - 1
+        for i in range(a, e):
+            y = S.flat[i]
+            S.dcnt[t, y] -= 1
+            if now == 0:
+                S.dany[y] -= 1
+        if now == 0:
+            q = p | 1
+            sr = S.res[q]
+            if sr != 0:
+                qs = _psize(S, q)
+                for tt in range(3):
+                    if (sr & _bit(tt)) != 0:
+                        S.M[M_USED0 + tt] -= qs
+                        S.M[M_LEFT0 + tt] += qs
+                        S.M[M_LEFTN0 + tt] += 1
+                        if tt == t:
+                            freed += qs
+                        if close and tt == SSD:
+                            _close_ssd(S, q)
+                S.res[q] = 0
+    return freed
+
+
+@njit(cache=True)
+def _batch_anc(S, t, cs, born, sign):
+    """``dcnt[t, a] += sign`` for every strict ancestor ``a`` of each chunk of ``cs`` (distinct),
+    and ``dany[a] += sign`` for those with ``born`` set. Victims form a few root-ward chains:
+    each chain is one walk from its deepest chunk, counting the chunks of ``cs`` met on the way
+    (marked in ``cred``, which is zero outside a walk), so the cost is per chain, not per chunk."""
+    n = len(cs)
+    cred, flat, anchor, depth = S.cred, S.flat, S.anchor, S.depth
+    for k in range(n):
+        cred[cs[k]] = 2 if born[k] else 1
+    d = np.empty(n, dtype=np.int64)
+    for k in range(n):
+        d[k] = -depth[cs[k]]
+    order = np.argsort(d)
+    for k in order:
+        c = cs[k]
+        if cred[c] == 0:
+            continue
+        a = anchor[c]
+        cnt = 0
+        cnta = 0
+        for i in range(a + depth[c] - 1, a - 1, -1):
+            y = flat[i]
+            if cnt:
+                S.dcnt[t, y] += sign * cnt
+            if cnta:
+                S.dany[y] += sign * cnta
+            f = cred[y]
+            if f:
+                cnt += 1
+                if f == 2:
+                    cnta += 1
+                cred[y] = 0
+
+
+@njit(cache=True, inline="always")
+def _remove_bits(S, t, p, close):
+    """:func:`_remove` without the ancestor counts: returns 0 (not in ``t``), 1 (removed; an FA
+    keeps another copy or ``p`` is a STATE) or 2 (an FA's last copy, its STATE gone too)."""
+    bit = _bit(t)
+    r = S.res[p]
+    if (r & bit) == 0:
+        return 0
+    now = r & ~bit
+    S.res[p] = now
+    sz = _psize(S, p)
+    S.M[M_USED0 + t] -= sz
+    S.M[M_LEFT0 + t] += sz
+    S.M[M_LEFTN0 + t] += 1
+    if close and t == SSD:
+        _close_ssd(S, p)
+    if (p & 1) == 0 and now == 0:
+        q = p | 1
+        sr = S.res[q]
+        if sr != 0:
+            qs = _psize(S, q)
+            for tt in range(3):
+                if (sr & _bit(tt)) != 0:
+                    S.M[M_USED0 + tt] -= qs
+                    S.M[M_LEFT0 + tt] += qs
+                    S.M[M_LEFTN0 + tt] += 1
+                    if close and tt == SSD:
+                        _close_ssd(S, q)
+            S.res[q] = 0
+        return 2
+    return 1
+
+
+@njit(cache=True)
+def _remove_many(S, t, ps, close):
+    """Remove the tier-``t`` copies of ``ps`` (as one by one with :func:`_remove`)."""
+    if len(ps) == 1:
+        _remove(S, t, ps[0], close)
+        return
+    cs = [np.int64(0) for _ in range(0)]
+    lost = [False for _ in range(0)]
+    for p in ps:
+        k = _remove_bits(S, t, p, close)
+        if k and (p & 1) == 0:
+            cs.append(p >> 1)
+            lost.append(k == 2)
+    if len(cs):
+        _batch_anc(S, t, cs, lost, -1)
+
+
+@njit(cache=True)
+def _add_many(S, t, ps):
+    """Tier-``t`` copies of ``ps`` (none in ``t`` yet), as one by one with :func:`_add_copy`."""
+    if len(ps) == 1:
+        _add_copy(S, t, ps[0])
+        return
+    bit = _bit(t)
+    cs = [np.int64(0) for _ in range(0)]
+    born = [False for _ in range(0)]
+    for p in ps:
+        was = S.res[p]
+        S.res[p] = was | bit
+        S.M[M_USED0 + t] += _psize(S, p)
+        if (p & 1) == 0:
+            cs.append(p >> 1)
+            born.append(was == 0)
+    if len(cs):
+        _batch_anc(S, t, cs, born, 1)
+    for p in ps:
+        _note_enter(S, t, p)
+
+
+@njit(cache=True, inline="always")
+def _nearest_in_tier(S, c, bit):
+    a = S.anchor[c]
+    for i in range(a + S.depth[c] - 2, a - 1, -1):
+        y = S.flat[i]
+        if (S.res[2 * y] & bit) != 0:
+            return y
+    return -1
+
+
+# ---------------------------------------------------------------------------- the walk
+@njit(cache=True, inline="always")
+def _action(S, t):
+    """The policy's action for victims of tier ``t`` (the admission rule of a demotion)."""
+    M = S.M
+    if t == HBM:
+        return DEMOTE if (M[M_CAP1] > 0 or M[M_CAP2] > 0) else DROP
+    if t == DRAM:
+        return DEMOTE if M[M_CAP2] > 0 else DROP
+    return DROP
+
+
+@njit(cache=True, inline="always")
+def _walk(S, t, need, action, out):
+    """The constrained victim walk: candidates of tier ``t`` in key order, skipping pinned
+    payloads, FA copies with descendants left in the tier (leaf-first; the chain credits of
+    the victims already chosen count as gone) and last copies whose chunk has resident
+    descendants (prefix closure); stops once ``need`` bytes are chosen. Appends the victims to
+    ``out`` and returns True; or, atomically, returns False with nothing chosen (the queue as
+    it was) and the shortfall in ``M[M_SHORT]``."""
+    bit = _bit(t)
+    dropping_all = action == DROP or t == SSD
+    seq = S.M[M_SEQ]
+    res, pin, dcnt, dany = S.res, S.pin, S.dcnt, S.dany
+    cred, cred_any, parent = S.cred, S.cred_any, S.parent
+    skip_s = [np.int64(0) for _ in range(0)]
+    skip_p = [np.int64(0) for _ in range(0)]
+    take_s = [np.int64(0) for _ in range(0)]
+    credited = [np.int64(0) for _ in range(0)]
+    credited_any = [np.int64(0) for _ in range(0)]
+    freed = 0
+    prev = -1
+    start = len(out)
+    while freed < need:
+        s, p = _pop(S, t)
+        if p < 0:
+            break
+        if p == prev:
+            continue            # a duplicate entry of the candidate just seen: same verdict
+        prev = p
+        if pin[p] == seq:
+            skip_s.append(s)
+            skip_p.append(p)
+            continue
+        if (p & 1) == 0:
+            c = p >> 1
+            d = dcnt[t, c]
+            if d != 0 and d != cred[c]:
+                skip_s.append(s)
+                skip_p.append(p)
+                continue
+            drop_last = dropping_all and res[p] == bit
+            if drop_last:
+                da = dany[c]
+                if da != 0 and da != cred_any[c]:
+                    skip_s.append(s)
+                    skip_p.append(p)
+                    continue
+            par = parent[c]
+            if par >= 0:
+                # credit the nearest ancestor in the tier with this chunk's whole tier-subtree
+                y = par if (res[2 * par] & bit) != 0 else _nearest_in_tier(S, c, bit)
+                if y >= 0:
+                    if cred[y] == 0:
+                        credited.append(y)
+                    cred[y] += 1 + d
+                if drop_last:
+                    if cred_any[par] == 0:
+                        credited_any.append(par)
+                    cred_any[par] += 1 + dany[c]
+        take_s.append(s)
+        out.append(p)
+        freed += _psize(S, p)
+    for y in credited:
+        cred[y] = 0
+    for y in credited_any:
+        cred_any[y] = 0
+    if freed < need:
+        for i in range(len(take_s)):
+            _heap_push(S, t, take_s[i], out[start + i])
+        for i in range(len(skip_s)):
+            _heap_push(S, t, skip_s[i], skip_p[i])
+        while len(out) > start:
+            out.pop()
+        S.M[M_SHORT] = need - freed
+        return False
+    for i in range(len(skip_s)):
+        _heap_push(S, t, skip_s[i], skip_p[i])
+    return True
+
+
+# ---------------------------------------------------------------------------- overflow cascade
+@njit(cache=True)
+def _move_down(S, vict, t, dest, isnew):
+    """Demotion, first half: the victims enter ``dest`` (SSD writes counted) and leave ``t``."""
+    dbit = _bit(dest)
+    for p in vict:
+        nw = (S.res[p] & dbit) == 0
+        isnew.append(nw)
+    if dest == SSD:
+        for i in range(len(vict)):
+            if isnew[i]:
+                _count_ssd_write(S, vict[i])
+    new = [np.int64(0) for _ in range(0)]
+    for i in range(len(vict)):
+        if isnew[i]:
+            new.append(vict[i])
+    if len(new):
+        _add_many(S, dest, new)
+    _remove_many(S, t, vict, True)
+
+
+@njit(cache=True)
+def _undo_move(S, vict, t, dest, isnew):
+    """Demotion failed below: what ``dest`` still holds goes back to ``t``; the new copies in
+    ``dest`` are removed (a payload ``dest`` dropped is gone for good)."""
+    dbit = _bit(dest)
+    back = [np.int64(0) for _ in range(0)]
+    bnew = [False for _ in range(0)]
+    for i in range(len(vict)):
+        p = vict[i]
+        if (S.res[p] & dbit) != 0:
+            back.append(p)
+            bnew.append(isnew[i])
+    if len(back):
+        _add_many(S, t, back)
+    for i in range(len(back)):
+        if bnew[i]:
+            _remove(S, dest, back[i], True)
+
+
+@njit(cache=True, inline="always")
+def _drop_all(S, t, vict):
+    _remove_many(S, t, vict, True)
+
+
+@njit(cache=True)
+def _room_ssd(S, need):
+    for _ in range(64):
+        if need <= 0:
+            return True
+        S.M[M_SHORT] = -1
+        vict = [np.int64(0) for _ in range(0)]
+        if not _walk(S, SSD, need, DROP, vict):
+            return False
+        before = S.M[M_USED2]
+        _drop_all(S, SSD, vict)
+        need -= before - S.M[M_USED2]
+    return need <= 0
+
+
+@njit(cache=True)
+def _demote_to_ssd(S, vict, t):
+    isnew = [False for _ in range(0)]
+    _move_down(S, vict, t, SSD, isnew)
+    if S.M[M_USED2] > S.M[M_CAP2] and not _room_ssd(S, S.M[M_USED2] - S.M[M_CAP2]):
+        _undo_move(S, vict, t, SSD, isnew)
+        return False
+    return True
+
+
+@njit(cache=True)
+def _room_dram(S, need):
+    act = _action(S, DRAM)
+    for _ in range(64):
+        if need <= 0:
+            return True
+        S.M[M_SHORT] = -1
+        vict = [np.int64(0) for _ in range(0)]
+        if not _walk(S, DRAM, need, act, vict):
+            return False
+        if act == DEMOTE:
+            S.K[K_DRAM_DEMOTED] += len(vict)
+        else:
+            S.K[K_DRAM_DROPPED] += len(vict)
+        before = S.M[M_USED1]
+        if act == DEMOTE:
+            if not _demote_to_ssd(S, vict, DRAM):
+                S.M[M_SHORT] = -1
+                return False
+        else:
+            _drop_all(S, DRAM, vict)
+        need -= before - S.M[M_USED1]
+    return need <= 0
+
+
+@njit(cache=True)
+def _demote_to_dram(S, vict, t):
+    isnew = [False for _ in range(0)]
+    _move_down(S, vict, t, DRAM, isnew)
+    if S.M[M_USED1] > S.M[M_CAP1] and not _room_dram(S, S.M[M_USED1] - S.M[M_CAP1]):
+        _undo_move(S, vict, t, DRAM, isnew)
+        return False
+    return True
+
+
+@njit(cache=True)
+def _room_hbm(S, need):
+    dest = DRAM if S.M[M_CAP1] > 0 else (SSD if S.M[M_CAP2] > 0 else NO_TIER)
+    act = DEMOTE if dest != NO_TIER else DROP
+    for _ in range(64):
+        if need <= 0:
+            return True
+        S.M[M_SHORT] = -1
+        vict = [np.int64(0) for _ in range(0)]
+        if not _walk(S, HBM, need, act, vict):
+            return False
+        before = S.M[M_USED0]
+        if dest == DRAM:
+            ok = _demote_to_dram(S, vict, HBM)
+        elif dest == SSD:
+            ok = _demote_to_ssd(S, vict, HBM)
+        else:
+            _drop_all(S, HBM, vict)
+            ok = True
+        if not ok:
+            S.M[M_SHORT] = -1
+            return False
+        need -= before - S.M[M_USED0]
+    return need <= 0
+
+
+@njit(cache=True, inline="always")
+def _make_room(S, t, need):
+    if t == HBM:
+        return _room_hbm(S, need)
+    if t == DRAM:
+        return _room_dram(S, need)
+    return _room_ssd(S, need)
+
+
+@njit(cache=True, inline="always")
+def _pinned_bytes(S, t, path, q, states):
+    """Bytes of the request's own payloads (its path, the hit STATE, its new STATEs) in tier ``t``."""
+    bit = _bit(t)
+    total = 0
+    for c in path:
+        if (S.res[2 * c] & bit) != 0:
+            total += S.M[M_FAB]
+    if q >= 0 and (S.res[q] & bit) != 0:
+        total += _psize(S, q)
+    for x in states:
+        if (S.res[x] & bit) != 0:
+            total += _psize(S, x)
+    return total
+
+
+@njit(cache=True)
+def _resolve_or_trim(S, t, order, count_skipped, path, q, states):
+    """Resolve the overflow of tier ``t``; what cannot fit is removed from the end of ``order``
+    (deepest first). Returns the bytes not cached (0 unless ``count_skipped``)."""
+    M = S.M
+    ut = M_USED0 + t
+    ct = M_CAP0 + t
+    bit = _bit(t)
+    skipped = 0
+    bounded = False
+    while M[ut] > M[ct]:
+        if not bounded:
+            bounded = True
+            pinned = _pinned_bytes(S, t, path, q, states)
+            if pinned > M[ct]:
+                while len(order) and pinned > M[ct]:
+                    p = order.pop()
+                    if (S.res[p] & bit) != 0:
+                        d = _remove(S, t, p, False)
+                        pinned -= d
+                        skipped += d
+                continue
+        M[M_SHORT] = -1
+        if _make_room(S, t, M[ut] - M[ct]):
+            break
+        if len(order) == 0:
+            raise RuntimeError("cluster_sim engine: tier over capacity with nothing left to trim")
+        short = M[M_SHORT] if M[M_SHORT] > 0 else 1
+        n_fa = 0
+        for x in order:
+            if (x & 1) == 0:
+                n_fa += 1
+        first = True
+        while len(order) and (short > 0 or first):
+            p = order[len(order) - 1]
+            if (p & 1) == 0 and n_fa == 1 and not first:
+                break
+            order.pop()
+            first = False
+            if (p & 1) == 0:
+                n_fa -= 1
+            if (S.res[p] & bit) != 0:
+                d = _remove(S, t, p, False)
+                skipped += d
+                short -= d
+            if (p & 1) == 0 and n_fa == 0:
+                break
+    return skipped if count_skipped else 0
+
+
+# ---------------------------------------------------------------------------- the request step
+@njit(cache=True, inline="always")
+def _checkpoints(mode, h, r, m, out):
+    if m == 0:
+        return
+    if mode == MODE_LAST:
+        if h < m:
+            out.append(m)
+    elif mode == MODE_LAST_AND_BRANCH:
+        if r > h and r < m:
+            out.append(r)
+        if h < m:
+            out.append(m)
+    else:
+        for k in range(h + 1, m + 1):
+            out.append(k)
+
+
+@njit(cache=True, inline="always")
+def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
+    """Add tier-``t`` copies of the FA of ``path[lo:hi]`` that are not in tier ``only_absent_bit``'s
+    bit (the tier itself: every chunk not yet in ``t``). One pass: descendant counts are strict
+    suffix counts along the path."""
+    bit = _bit(t)
+    res = S.res
+    n_add = 0
+    n_born = 0
+    for i in range(len(path) - 1, -1, -1):
+        c = path[i]
+        if n_add:
+            S.dcnt[t, c] += n_add
+        if n_born:
+            S.dany[c] += n_born
+        if lo <= i < hi:
+            p = 2 * c
+            was = res[p]
+            if (was & only_absent_bit) == 0:
+                res[p] = was | bit
+                n_add += 1
+                if was == 0:
+                    n_born += 1
+                _note_enter(S, t, p)
+    S.M[M_USED0 + t] += n_add * S.M[M_FAB]
+
+
+@njit(cache=True, inline="always")
+def _fastest(r):
+    if r & 1:
+        return HBM
+    if r & 2:
+        return DRAM
+    if r & 4:
+        return SSD
+    return NO_TIER
+
+
+@njit(cache=True, inline="always")
+def _step(S, path, counting, R, j):
+    M = S.M
+    res = S.res
+    seq = M[M_SEQ] + 1
+    M[M_SEQ] = seq
+    M[M_COUNTING] = counting
+    M[M_WR] = 0
+    has_state = M[M_HAS_STATE] != 0
+    fab = M[M_FAB]
+    m = len(path)
+    # 1. match
+    r = 0
+    while r < m and res[2 * path[r]] != 0:
+        r += 1
+    h = r
+    if has_state:
+        h = 0
+        for k in range(r - 1, -1, -1):
+            if res[2 * path[k] + 1] != 0:
+                h = k + 1
+                break
+    q = 2 * path[h - 1] + 1 if (has_state and h) else -1
+    # 2. serve
+    n_hbm = 0
+    n_dram = 0
+    for k in range(h):
+        x = res[2 * path[k]]
+        if x & 1:
+            n_hbm += 1
+        elif x & 2:
+            n_dram += 1
+    n_ssd = h - n_hbm - n_dram
+    dram_b = n_dram * fab
+    ssd_b = n_ssd * fab
+    q_tier = _fastest(res[q]) if q >= 0 else NO_TIER
+    if q_tier == DRAM:
+        dram_b += _psize(S, q)
+    elif q_tier == SSD:
+        ssd_b += _psize(S, q)
+    if ssd_b:
+        for k in range(h):
+            p = 2 * path[k]
+            if (res[p] & 3) == 0:
+                S.flags[p] |= F_HIT
+        if q_tier == SSD:
+            S.flags[q] |= F_HIT
+    # 3. pins, touches (c_m .. c_1, then the hit STATE)
+    for k in range(r):
+        S.pin[2 * path[k]] = seq
+    if q >= 0:
+        S.pin[q] = seq
+    for k in range(m - 1, -1, -1):
+        _touch(S, 2 * path[k])
+    if q >= 0:
+        _touch(S, q)
+    entry = M[M_ENTRY]
+    states = [np.int64(0) for _ in range(0)]
+    # 4. load
+    if h and (entry == HBM or entry == DRAM):
+        bit = _bit(entry)
+        load_q = q >= 0 and (res[q] & bit) == 0
+        any_fa = False
+        for k in range(h):
+            if (res[2 * path[k]] & bit) == 0:
+                any_fa = True
+                break
+        if any_fa or load_q:
+            order = [np.int64(0) for _ in range(0)]
+            for k in range(h):
+                if (res[2 * path[k]] & bit) == 0:
+                    order.append(2 * path[k])
+            _add_path_fa(S, entry, path, 0, h, bit)
+            if load_q:
+                res[q] |= bit
+                M[M_USED0 + entry] += _psize(S, q)
+                _note_enter(S, entry, q)
+                order.append(q)
+            if M[M_USED0 + entry] > M[M_CAP0 + entry]:
+                _resolve_or_trim(S, entry, order, False, path, q, states)
+    # 5. insert
+    skipped = 0
+    pos = [np.int64(0) for _ in range(0)]
+    if has_state:
+        _checkpoints(M[M_MODE], h, r, m, pos)
+    if entry != NO_TIER and m:
+        t = entry
+        if r < m:
+            for k in range(r, m):
+                S.pin[2 * path[k]] = seq
+            _add_path_fa(S, t, path, r, m, np.uint8(7))
+        spos = [np.int64(0) for _ in range(0)]
+        for k in pos:
+            qq = 2 * path[k - 1] + 1
+            if res[qq] == 0:
+                states.append(qq)
+                spos.append(k)
+        for qq in states:
+            S.pin[qq] = seq
+            _touch(S, qq)
+            res[qq] |= _bit(t)
+            M[M_USED0 + t] += _psize(S, qq)
+            _note_enter(S, t, qq)
+        if M[M_USED0 + t] > M[M_CAP0 + t]:
+            # deepest last: by position, FA before STATE at the same position
+            order = [np.int64(0) for _ in range(0)]
+            i = 0
+            for k in range(1, m + 1):
+                if k > r:
+                    order.append(2 * path[k - 1])
+                while i < len(spos) and spos[i] == k:
+                    order.append(states[i])
+                    i += 1
+            skipped = _resolve_or_trim(S, t, order, True, path, q, states)
+        if t == SSD:
+            for k in range(r, m):
+                p = 2 * path[k]
+                if (res[p] & 4) != 0:
+                    _count_ssd_write(S, p)
+            for qq in states:
+                if (res[qq] & 4) != 0:
+                    _count_ssd_write(S, qq)
+    elif m:
+        skipped = (m - r) * fab
+        for k in pos:
+            skipped += _psize(S, 2 * path[k - 1] + 1)
+    R[j, R_H] = h
+    R[j, R_R] = r
+    R[j, R_M] = m
+    R[j, R_N_HBM] = n_hbm
+    R[j, R_N_DRAM] = n_dram
+    R[j, R_N_SSD] = n_ssd
+    R[j, R_Q_TIER] = q_tier
+    R[j, R_DRAM_B] = dram_b
+    R[j, R_SSD_B] = ssd_b
+    R[j, R_SKIPPED] = skipped
+    R[j, R_WR] = M[M_WR]
+    for t in range(3):
+        R[j, R_USED0 + t] = M[M_USED0 + t]
+        R[j, R_LEFT0 + t] = M[M_LEFT0 + t]
+    R[j, R_LEFTN2] = M[M_LEFTN2]
+    K = S.K
+    R[j, R_ADM] = K[K_ADM_FA] + K[K_ADM_STATE]
+    R[j, R_ADM_HIT] = K[K_ADM_HIT_FA] + K[K_ADM_HIT_STATE]
+
+
+@njit(cache=True)
+def replay(S, offsets, idx, counted, j0, R):
+    """Requests ``idx[j0:]`` (trace request ids; paths ``flat[offsets[i]:offsets[i+1]]``), one
+    row of ``R`` each. Returns the index of the first request not processed: ``len(idx)``, or
+    earlier when a log or heap asks to grow (``M[M_GROW]``) before a request could start."""
+    M = S.M
+    for j in range(j0, len(idx)):
+        i = idx[j]
+        a = offsets[i]
+        b = offsets[i + 1]
+        m = b - a
+        # room first (compactions and growth stay out of the hot path): the log takes this
+        # request's touches; a heap at most half full gets through any request (its additions
+        # are bounded by its tier's resident payloads plus the request's own, see CompiledNode)
+        if M[M_LOGN] + 2 * m + 2 > len(S.log_p):
+            _compact_log(S)
+            if M[M_LOGN] + 2 * m + 2 > len(S.log_p) or 2 * M[M_LOGN] > len(S.log_p):
+                M[M_GROW] |= GROW_LOG
+        for t in range(3):
+            if 2 * S.hn[t] > S.hcap[t]:
+                _heap_compact(S, t)
+                if 4 * S.hn[t] > S.hcap[t]:
+                    M[M_GROW] |= 2 << t
+        if M[M_GROW] != 0:
+            return j
+        _step(S, S.flat[a:b], 1 if counted[j] else 0, R, j)
+    return len(idx)
+
+
+@njit(cache=True)
+def finish_ssd(S):
+    """Close the run: SSD copies still resident count as hit iff they served a reuse."""
+    hit_fa = 0
+    hit_state = 0
+    for p in range(len(S.res)):
+        if (S.res[p] & 4) != 0:
+            f = S.flags[p]
+            if (f & F_ADM) != 0 and (f & F_HIT) != 0:
+                if p & 1:
+                    hit_state += 1
+                else:
+                    hit_fa += 1
+            S.flags[p] &= ~np.uint8(F_ADM)
+    S.K[K_ADM_HIT_FA] += hit_fa
+    S.K[K_ADM_HIT_STATE] += hit_state

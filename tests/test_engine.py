@@ -1,0 +1,212 @@
+"""The compiled request-step engine (cluster_sim.engine) against the interpreted reference.
+
+Every figure but the ``sim_*`` timings must be identical between ``cache.engine=numba`` and
+``cache.engine=python`` for the compiled policies: per request (h, r, latency, TTFT), every
+NodeStats counter, the policy's counters and the final residency of every payload, on
+generated workloads with random capacities (zero tiers, tiers smaller than one payload that
+force trimming), both kinds of model and every checkpoint mode; whole runs through
+``cluster_sim.run`` (fleets, epochs); and a whole Mooncake run when the real traces exist.
+"""
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cluster_sim
+from cluster_sim import engine as engines
+from cluster_sim.config import HardwareConfig
+from cluster_sim.engine import CompiledNode
+from cluster_sim.errors import ConfigError
+from cluster_sim.model import load_model
+from cluster_sim.node import NodeSim
+from cluster_sim.policies.base import make_policy
+from conftest import MOONCAKE, needs_mooncake
+from simhelpers import branching_paths, trace_from_paths
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = {"llama3_1_70b": load_model("llama3_1_70b"), "qwen3_next_80b_a3b": load_model("qwen3_next_80b_a3b")}
+SCALAR = ("requests", "chunks_requested", "chunk_misses", "prompt_tokens", "recomputed_tokens",
+          "recompute_gpu_seconds", "ssd_bytes_written_fa", "ssd_bytes_written_state", "ssd_admissions_fa",
+          "ssd_admissions_state", "ssd_admissions_hit_fa", "ssd_admissions_hit_state", "insert_skipped_bytes",
+          "first_arrival_s", "last_arrival_s")
+
+
+def both(trace, model, hw, counted, **kw):
+    """Replay ``trace`` on NodeSim and on CompiledNode; returns (python records, python stats,
+    python node, numba (h, m, wr), numba stats, numba node)."""
+    ref = NodeSim(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens, model, hw,
+                  make_policy("lru"))
+    recs = []
+    for i in range(trace.n_requests):
+        s = ref.stats
+        before = s.ssd_bytes_written_fa + s.ssd_bytes_written_state
+        r = ref.process(trace.path(i), int(trace.input_tokens[i]), float(trace.arrival_s[i]), counted=bool(counted[i]))
+        r["wr"] = s.ssd_bytes_written_fa + s.ssd_bytes_written_state - before
+        recs.append(r)
+    rs = ref.finish()
+    cn = CompiledNode(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens, model, hw, "lru", **kw)
+    counted = np.asarray(counted, dtype=bool)
+    idx = np.arange(trace.n_requests, dtype=np.int64)
+    out = []
+    for part in np.array_split(idx, 3):          # batches, as the fleet's epochs call it
+        out.append(cn.replay(trace, part, counted=counted[part]))
+    hm = tuple(np.concatenate(x) for x in zip(*out))
+    return recs, rs, ref, hm, cn.finish(), cn
+
+
+def assert_same(recs, rs, ref, hm, cs, cn):
+    h, m, wr, snap, lat, ttft = hm
+    assert lat.tolist() == [r["latency"] for r in recs] and ttft.tolist() == [r["ttft"] for r in recs]
+    assert snap[-1, :3].tolist() == ref.st.used if len(snap) else True
+    assert snap[-1, 3:7].tolist() == [*ref.st.left, ref.st.left_n[2]] if len(snap) else True
+    assert h.tolist() == [r["h"] for r in recs]
+    assert m.tolist() == [r["m"] for r in recs]
+    assert wr.tolist() == [r["wr"] for r in recs]
+    for k in SCALAR:
+        assert getattr(cs, k) == getattr(rs, k), k
+    assert cs.hits == rs.hits
+    assert cs.load_latency == rs.load_latency      # exact floats, in request order
+    assert cs.ttft == rs.ttft
+    assert cs.policy == rs.policy
+    assert np.array_equal(cn.residency(), ref.st.res)
+
+
+@st.composite
+def workloads(draw):
+    paths = branching_paths(draw, max_requests=40, max_extension=5)
+    model = MODELS[draw(st.sampled_from(sorted(MODELS)))]
+    if model.has_state:
+        model = dataclasses.replace(model, state_checkpoints=draw(st.sampled_from(
+            ["last", "last_and_branch", "every_chunk"])))
+    ct = 16
+    fab = model.fa_bytes(ct)
+    # capacities in FA payloads: 0 (tier absent), fractions (smaller than one payload: trimming), a few
+    caps = st.one_of(st.just(0.0), st.sampled_from([0.5, 1.0, 1.5, 2.5]), st.floats(0.0, 12.0))
+    hbm, dram, ssd = (int(draw(caps) * fab) for _ in range(3))
+    counted = draw(st.lists(st.booleans(), min_size=len(paths), max_size=len(paths)))
+    small = draw(st.booleans())
+    return paths, model, ct, (hbm, dram, ssd), counted, small
+
+
+@settings(max_examples=120, deadline=None)
+@given(workloads())
+def test_compiled_lru_is_the_interpreted_lru(w):
+    paths, model, ct, (hbm, dram, ssd), counted, small = w
+    tr = trace_from_paths(paths, chunk_tokens=ct, arrivals=np.arange(len(paths)) * 1e-4)
+    hw = HardwareConfig.from_mapping({"hbm_cache_bytes": hbm, "dram_bytes": dram, "ssd_bytes": ssd,
+                                      "gpu_flops": 1e12})
+    kw = {"log_capacity": 4, "heap_capacity": 4} if small else {}     # small: growth on the way
+    assert_same(*both(tr, model, hw, counted, **kw))
+
+
+def test_tiny_tiers_force_trimming_and_demotion_undo_identically():
+    # one chunk fits nowhere whole: every tier smaller than an FA payload but the SSD
+    model = dataclasses.replace(MODELS["qwen3_next_80b_a3b"], state_checkpoints="every_chunk")
+    fab = model.fa_bytes(16)
+    paths = [[1, 2, 3], [1, 2, 4, 5], [1, 6], [1, 2, 3, 7, 8], [9], [1, 2, 4]] * 3
+    tr = trace_from_paths(paths, chunk_tokens=16)
+    hw = HardwareConfig.from_mapping({"hbm_cache_bytes": fab // 2, "dram_bytes": int(1.5 * fab),
+                                      "ssd_bytes": 3 * fab})
+    recs, rs, ref, hm, cs, cn = both(tr, model, hw, [True] * len(paths))
+    assert rs.insert_skipped_bytes > 0                          # the case is exercised
+    assert_same(recs, rs, ref, hm, cs, cn)
+
+
+@pytest.mark.parametrize("over", [
+    [],
+    ["hardware.hbm_cache_bytes=1GB", "hardware.dram_bytes=4GB", "hardware.ssd_bytes=100GB",
+     "model.state_checkpoints=every_chunk"],
+    ["fleet=four", "hardware.dram_bytes=8GB"],
+    ["model=llama3_1_70b", "hardware.hbm_cache_bytes=0", "hardware.ssd_bytes=0", "hardware.dram_bytes=2GB"],
+])
+def test_whole_runs_are_identical_on_both_engines(over):
+    a = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=python", "output.requests=true"]), write=False)
+    b = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=numba", "output.requests=true"]), write=False)
+    assert a.run["engine"] == "python" and b.run["engine"] == "numba"
+    fa = {k: v for k, v in a.fleet.items() if not k.startswith("sim_")}
+    fb = {k: v for k, v in b.fleet.items() if not k.startswith("sim_")}
+    assert fa == fb
+    strip = [{k: v for k, v in d.items() if not k.startswith("sim_")} for d in a.nodes]
+    assert strip == [{k: v for k, v in d.items() if not k.startswith("sim_")} for d in b.nodes]
+    assert a.epoch_table.equals(b.epoch_table)      # per-tier occupancy, evictions, write-hits, hits too
+    assert a.request_table.equals(b.request_table)  # per-request latency and TTFT
+
+
+def test_auto_picks_numba_for_lru_and_falls_back_where_the_engine_is_not_compiled():
+    hw = [HardwareConfig.from_mapping({})]
+    assert engines.resolve("auto", "lru", hw, False) == "numba"
+    assert engines.resolve("python", "lru", hw, False) == "python"
+    assert engines.resolve("auto", "gandalf", hw, False) == "python"
+    assert engines.resolve("auto", "lru", hw, True) == "python"                  # fleet.sync=kv_events
+    greedy = [HardwareConfig.from_mapping({"ssd": {"ftl": "greedy"}})]
+    assert engines.resolve("auto", "lru", greedy, False) == "python"
+    for pol, hws, kv in (("lru_k", hw, False), ("lru", greedy, False), ("lru", hw, True)):
+        with pytest.raises(ConfigError, match="cache.engine"):
+            engines.resolve("numba", pol, hws, kv)
+
+
+def test_a_run_under_auto_says_which_engine_ran():
+    s = cluster_sim.run(cluster_sim.compose(["debug=default", "policy=lru_k"]), write=False)
+    assert s.run["engine"] == "python"
+    s = cluster_sim.run(cluster_sim.compose(["debug=default"]), write=False)
+    assert s.run["engine"] == "numba"
+
+
+@pytest.mark.parametrize("arg", ["cache.engine=numba policy=lru_k", "cache.engine=fast"])
+def test_engine_errors_are_one_line_exit_2(arg, tmp_path):
+    p = subprocess.run([sys.executable, "-m", "cluster_sim.cli", *arg.split(), "debug=default",
+                        "tracking.enabled=false", f"output.dir={tmp_path}"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "cache.engine" in lines[0] and "Traceback" not in p.stderr
+
+
+def test_the_engine_setting_moves_no_config_hash():
+    from cluster_sim.tracking import config_hash
+    a = cluster_sim.compose(["cache.engine=python"])
+    b = cluster_sim.compose(["cache.engine=numba"])
+    assert a["cache"]["engine"] != b["cache"]["engine"]
+    assert config_hash(a) == config_hash(b)
+
+
+def test_compile_notice_is_one_line_and_only_when_not_cached(monkeypatch, capsys):
+    monkeypatch.setattr(engines, "_cached", lambda: False)
+    note = engines.compile_notice()
+    assert note and "\n" not in note and "once per install" in note and " s)" in note
+    monkeypatch.setattr(engines, "_READY", False)
+    engines.ensure_compiled()
+    err = capsys.readouterr().err
+    assert err.strip() == note
+    monkeypatch.setattr(engines, "_cached", lambda: True)
+    assert engines.compile_notice() is None
+
+
+def test_state_is_within_200_bytes_per_tracked_chunk():
+    from cluster_sim.api import prepare
+    from cluster_sim.config import SimConfig
+    c = SimConfig.from_mapping(cluster_sim.compose([]))
+    tr, _, _ = prepare(c)
+    cn = CompiledNode(tr.parent, tr.depth, tr.anchor, tr.flat, tr.chunk_tokens, c.model, c.hardware, "lru")
+    cn.replay(tr, np.arange(tr.n_requests))
+    b = cn.state_bytes()
+    per = (b["per_chunk_arrays"] + b["chunk_table"] + b["touch_log"] + b["heaps"]) / b["chunks"]
+    assert per <= 200, b
+
+
+@needs_mooncake
+def test_whole_mooncake_run_is_identical_on_both_engines():
+    over = ["workload=mooncake", f"workload.path={MOONCAKE}", "cache.chunk_tokens=512",
+            "hardware.dram_bytes=26GB", "hardware.ssd_bytes=263GB"]
+    a = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=python", "output.requests=true"]), write=False)
+    b = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=numba", "output.requests=true"]), write=False)
+    assert {k: v for k, v in a.fleet.items() if not k.startswith("sim_")} == \
+        {k: v for k, v in b.fleet.items() if not k.startswith("sim_")}
+    assert a.epoch_table.equals(b.epoch_table)
