@@ -258,6 +258,9 @@ class RaySettings:
     """``ray``: where sweep points run (fleet.ray_address is the fleet backend's own)."""
     address: str = setting("local", "text", doc="local | auto | host:port")
     task_cpus: float = setting(1, lo=0, lo_open=True, doc="CPUs Ray reserves per point")
+    ship_package: bool | str = setting("auto", "bool", words=("auto",),
+                                       doc="auto: ship this cluster_sim (with conf/) to a cluster joined by "
+                                           "address, not to a local one (docs/cluster.md)")
 
 
 @dataclass(frozen=True)
