@@ -319,10 +319,29 @@ def _actor_class():
         def run(self, k: int, idx: np.ndarray, epoch: int):
             return self.runners[k].run(idx, epoch)
 
+        def run_span(self, k: int, idx: np.ndarray, epochs: np.ndarray) -> int:
+            """Many epochs in one call: the node's requests ``idx`` (in trace order) with their
+            epochs, replayed epoch by epoch exactly as one call per epoch would."""
+            r = self.runners[k]
+            cut = np.flatnonzero(np.diff(epochs)) + 1
+            for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(idx)]):
+                r.run(idx[a:b], int(epochs[a]))
+            return len(idx)
+
         def finish(self, k: int):
             return self.runners[k].finish()
 
     return NodeGroup
+
+
+def _when(epoch) -> str:
+    """`` during epoch 3`` / `` during epochs 3-9`` (a call of many epochs) / `` while finishing``."""
+    if epoch is None:
+        return " while finishing"
+    if isinstance(epoch, tuple):
+        a, b = epoch
+        return f" during epoch {a}" if a == b else f" during epochs {a}-{b} (one call)"
+    return f" during epoch {epoch}"
 
 
 class RayNodes:
@@ -335,6 +354,7 @@ class RayNodes:
         k = cfg.fleet.nodes
         w = min(cfg.fleet.ray_workers or k, k)
         self.workers = w
+        self.fail = dict(fail)
         self.where = [i % w for i in range(k)]
         trace_ref = ray.put(trace)
         cls = _actor_class()
@@ -357,6 +377,27 @@ class RayNodes:
     def submit(self, k: int, idx: np.ndarray, epoch: int):
         return (epoch, self.actors[self.where[k]].run.remote(k, idx, epoch))
 
+    def submit_span(self, k: int, idx: np.ndarray, epochs: np.ndarray):
+        """Node ``k``'s share of a run without feedback in as few calls as its results allow: one,
+        or two when a failure is injected at an epoch of the share, so that the lost call starts at
+        that epoch and the error names it (decision 82)."""
+        fail = self.fail.get(k)
+        cuts = [0, len(idx)]
+        if fail is not None:
+            at = int(np.searchsorted(epochs, fail))
+            if 0 < at < len(idx):
+                cuts = [0, at, len(idx)]
+        actor = self.actors[self.where[k]]
+        return [((int(epochs[a]), int(epochs[b - 1])), actor.run_span.remote(k, idx[a:b], epochs[a:b]))
+                for a, b in zip(cuts, cuts[1:])]
+
+    def wait_span(self, k: int, handle) -> int:
+        """The requests node ``k`` replayed in the calls of :meth:`submit_span`."""
+        fail = self.fail.get(k)
+        # an injected failure kills the node as its call starts: at the first epoch of that call
+        return sum(self._get(ref, k, span[0] if fail is not None and span[0] >= fail else span)
+                   for span, ref in handle)
+
     def wait(self, handles: list, epoch: int) -> list:
         out = []
         for k, (e, ref) in handles:
@@ -370,12 +411,12 @@ class RayNodes:
             return self.ray.get(ref)
         except RayActorError as e:
             # epochs are pipelined: the first lost result names the epoch the actor died in
-            when = f" during epoch {epoch}" if epoch is not None else " while finishing"
+            when = _when(epoch)
             raise SimulationError(f"node {k} (Ray actor on worker {self.where[k]}) died{when}; "
                                   f"the run is abandoned, no partial summary is written ({type(e).__name__})") from None
         except RayTaskError as e:
             cause = e.cause if getattr(e, "cause", None) is not None else e
-            when = f" during epoch {epoch}" if epoch is not None else " while finishing"
+            when = _when(epoch)
             raise SimulationError(f"node {k} failed{when}: {cause}") from None
 
     def finish(self) -> list:
