@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -262,3 +263,61 @@ def test_a_sweep_that_dies_after_its_parent_opened_marks_it_failed_with_the_reas
     (parent,) = c.search_runs([c.get_experiment_by_name("dies").experiment_id])
     assert parent.info.status == "FAILED"
     assert "the Ray cluster went away" in parent.data.tags["error"]
+
+
+def _count_calls(cfg, trace):
+    """Run the fleet on a local Ray, counting the replay calls the driver submits."""
+    from cluster_sim.distributed import RayNodes
+    from cluster_sim.fleet import run_fleet
+
+    seen = {"span": 0, "epoch": 0}
+
+    class Counting(RayNodes):
+        def submit_span(self, k, idx, epochs):
+            h = super().submit_span(k, idx, epochs)
+            seen["span"] += len(h)
+            return h
+
+        def submit(self, k, idx, epoch):
+            seen["epoch"] += 1
+            return super().submit(k, idx, epoch)
+
+    return run_fleet(trace, cfg, Counting.factory(cfg)), seen
+
+
+def test_without_feedback_each_node_replays_its_share_in_one_call(tmp_path):
+    from cluster_sim.api import prepare
+    from cluster_sim.config import SimConfig
+    from cluster_sim.distributed import ensure_ray
+    from cluster_sim.fleet import epochs_of, run_fleet
+
+    ensure_ray("local")
+    ov = ["fleet.nodes=4", "fleet.router=session_affinity", "workload.limit_requests=600", "fleet.epoch_s=5"]
+    cfg = SimConfig.from_mapping(cluster_sim_compose(ov + ["fleet.backend=ray", "fleet.ray_workers=2"]))
+    trace, _, _ = prepare(cfg)
+    epochs = len(np.unique(epochs_of(trace, 5.0)))
+    raw, seen = _count_calls(cfg, trace)
+    active = len(np.unique(raw["assign"]))
+    assert epochs > 5 * active                     # many epochs, and yet one call per node
+    assert seen == {"span": active, "epoch": 0}
+    local = run_fleet(trace, SimConfig.from_mapping(cluster_sim_compose(ov)))
+    assert np.array_equal(local["assign"], raw["assign"])
+    for (sa, a), (sb, b) in zip(local["results"], raw["results"]):
+        assert sa == sb
+        assert a.keys() == b.keys() and all(np.array_equal(a[x], b[x]) for x in a)
+    # an injected failure cuts its node's share at that epoch: the lost call starts there
+    bad = SimConfig.from_mapping(cluster_sim_compose(ov + ["fleet.backend=ray", "fleet.ray_workers=2",
+                                                           "+fleet.inject_failure={node: 1, epoch: 4}"]))
+    from cluster_sim.errors import UserError
+    with pytest.raises(UserError, match=r"node 1 .*died during epoch \d+;"):
+        _count_calls(bad, trace)
+    # with feedback the barriers stay: one call per node and epoch it has requests in
+    kv = SimConfig.from_mapping(cluster_sim_compose(ov + ["fleet.backend=ray", "fleet.ray_workers=2",
+                                                          "fleet.sync=kv_events", "fleet.router=kv_aware"]))
+    raw, seen = _count_calls(kv, trace)
+    assert seen["span"] == 0 and seen["epoch"] > epochs
+
+
+def cluster_sim_compose(ov):
+    import cluster_sim
+    return cluster_sim.compose(ov)
