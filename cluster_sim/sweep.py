@@ -121,13 +121,6 @@ def _absolute_trace(config: dict) -> dict:
     return config
 
 
-def check_ray_address(address: str | None) -> None:
-    """Fail fast, in one line, when ``host:port`` does not answer (ray.init would wait a long time)."""
-    from .distributed import check_address
-
-    check_address(address, "ray.address")
-
-
 def _connect(address: str | None, ship_package: Any = "auto"):
     """Ray for the sweep's points, reached before any MLflow run opens: a cluster that cannot be
     joined (no answer, its token authentication, ...) is one line and exit status 2, and MLflow
