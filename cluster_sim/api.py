@@ -271,6 +271,7 @@ def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress
         hw = cfg.hardware_for_node(k)
         d = derive(st, hw, span_s=span, replays_per_day_scale=wl.replays_per_day_scale,
                    cap_years=cfg.lifetime_cap_years, floor_ratio=node_floors[k][0], floor_gpu_s=node_floors[k][1])
+        d["hardware"] = hw.name          # which hardware this node ran on (fleet.node_overrides)
         per_node.append(d)
         stats.append(st)
         hws.append(hw)

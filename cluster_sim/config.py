@@ -189,16 +189,47 @@ class FleetConfig:
         if m.get("node_overrides") is None:
             m.pop("node_overrides", None)
         fl = _settings.parse(cls, m, prefix)
-        clean = {}
-        for k, v in fl.node_overrides.items():
-            try:
-                i = int(k)
-            except (TypeError, ValueError):
-                raise ConfigError(f"{prefix}.node_overrides", f"keys must be node indices, got {k!r}") from None
-            if not 0 <= i < fl.nodes:
-                raise ConfigError(f"{prefix}.node_overrides.{k}", f"node index out of range 0..{fl.nodes - 1}")
-            clean[i] = dict(v or {})
-        return replace(fl, node_overrides=clean, inject_failure=_failure(fl.inject_failure, fl.nodes, prefix))
+        return replace(fl, node_overrides=_node_overrides(fl.node_overrides, fl.nodes, prefix),
+                       inject_failure=_failure(fl.inject_failure, fl.nodes, prefix))
+
+
+def _node_overrides(over: Mapping, nodes: int, prefix: str) -> dict:
+    """``fleet.node_overrides`` by node: a key is a node index (``3``) or an inclusive range of them
+    (``32-63``), so a heterogeneous fleet of many nodes is a few lines. A node an index names takes
+    the keys of a range covering it and then its own on top; two ranges may not overlap (which
+    one wins would be a guess) (decision 81)."""
+    key = f"{prefix}.node_overrides"
+    spans, singles = [], {}
+    for k, v in over.items():
+        text = str(k).strip()
+        lo_s, dash, hi_s = text.partition("-")
+        try:
+            lo, hi = (int(lo_s), int(hi_s)) if dash else (int(text), int(text))
+        except (TypeError, ValueError):
+            raise ConfigError(key, f"keys must be node indices or ranges like 32-63, got {k!r}") from None
+        if not 0 <= lo <= hi < nodes:
+            raise ConfigError(f"{key}.{k}", f"node index out of range 0..{nodes - 1}" if not dash else
+                              f"range {text} is not within 0..{nodes - 1} (low end first)")
+        if not isinstance(v, Mapping) and v is not None:
+            raise ConfigError(f"{key}.{k}", f"expected a mapping of hardware keys, got {v!r}")
+        if dash:
+            for a, b, other in spans:
+                if lo <= b and a <= hi:
+                    raise ConfigError(f"{key}.{k}", f"overlaps the range {other}; give each node one range")
+            spans.append((lo, hi, text))
+        else:
+            singles[lo] = dict(v or {})
+    out: dict[int, dict] = {}
+    for k, v in over.items():
+        if "-" in str(k):
+            lo, hi = (int(x) for x in str(k).split("-", 1))
+            for i in range(lo, hi + 1):
+                out[i] = dict(v or {})
+    for i, v in singles.items():
+        base = out.get(i, {})
+        ssd = {**(base.get("ssd") or {}), **(v.get("ssd") or {})}
+        out[i] = {**base, **v, **({"ssd": ssd} if ssd else {})}
+    return dict(sorted(out.items()))
 
 
 def _failure(v, nodes: int, prefix: str):
@@ -262,6 +293,9 @@ class RaySettings:
     """``ray``: where sweep points run (fleet.ray_address is the fleet backend's own)."""
     address: str = setting("local", "text", doc="local | auto | host:port")
     task_cpus: float = setting(1, lo=0, lo_open=True, doc="CPUs Ray reserves per point")
+    ship_package: bool | str = setting("auto", "bool", words=("auto",),
+                                       doc="auto: ship this cluster_sim (with conf/) to a cluster joined by "
+                                           "address, not to a local one (docs/cluster.md)")
 
 
 @dataclass(frozen=True)

@@ -121,32 +121,16 @@ def _absolute_trace(config: dict) -> dict:
     return config
 
 
-def check_ray_address(address: str | None) -> None:
-    """Fail fast, in one line, when ``host:port`` does not answer (ray.init would wait a long time)."""
-    if address in (None, "", "local", "auto") or "://" in str(address):
-        return
-    host, _, port = str(address).rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError("ray.address", f"expected local, auto or host:port, got {address!r}")
-    try:
-        with socket.create_connection((host, int(port)), timeout=3):
-            pass
-    except OSError as e:
-        raise ConfigError("ray.address", f"no Ray cluster answers at {address} ({e.strerror or e})") from e
-
-
-def _connect(address: str | None):
+def _connect(address: str | None, ship_package: Any = "auto"):
+    """Ray for the sweep's points, reached before any MLflow run opens: a cluster that cannot be
+    joined (no answer, its token authentication, ...) is one line and exit status 2, and MLflow
+    is left without a parent run (decision 80)."""
     from .distributed import ensure_ray
     from .signals import reclaim
 
-    check_ray_address(address)
-    try:
-        ray = ensure_ray(address)
-        reclaim()          # ray.init replaced the SIGTERM handler with its own sys.exit
-        return ray
-    except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ... all mean "cannot connect"
-        raise ConfigError("ray.address", f"cannot connect to Ray at {address!r}: {' '.join(str(e).split())[:200]}") \
-            from e
+    ray = ensure_ray(address, "ray.address", ship_package)
+    reclaim()          # ray.init replaced the SIGTERM handler with its own sys.exit
+    return ray
 
 
 def _write_overrides(out_dir: Path, overrides: Sequence[str]) -> None:
@@ -261,7 +245,8 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
             raise UserError(f"sweep point #{p.idx} ({' '.join(p.overrides) or 'no overrides'}): {e}") from e
 
     _name_points(points)
-    check_ray_address(ray_cfg.get("address", "local"))   # before any run is opened
+    # Ray first: a cluster that cannot be joined fails here, before any MLflow run is opened
+    ray = _connect(ray_cfg.get("address", "local"), ray_cfg.get("ship_package", "auto")) if points else None
     store = _Store(outcome)
     from .tracking import config_hash
     if tr_cfg.get("enabled"):
@@ -330,9 +315,14 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
     status = "FINISHED"
     try:
         if todo:
-            _run_points(todo, outcome, store, parent, ray_cfg, sw_cfg, rep_cfg)
+            _run_points(ray, todo, outcome, store, parent, ray_cfg, sw_cfg, rep_cfg)
     except KeyboardInterrupt:    # Ctrl-C, and SIGTERM (cluster_sim.signals)
         status = "KILLED"
+        raise
+    except BaseException as e:   # the cluster went away, ...: the parent says FAILED, and why
+        status = "FAILED"
+        if parent:
+            store.call("recording the sweep's failure", lambda t: t.set_tags(parent, {"error": _one_line(e)[:5000]}))
         raise
     finally:
         outcome.results.sort(key=lambda r: r.idx)
@@ -352,12 +342,11 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
                 "points_finished": outcome.count("FINISHED") + outcome.count("SKIPPED"),
                 "points_failed": outcome.failed, "points_skipped": outcome.count("SKIPPED")}))
             store.call("closing the parent run", lambda t: t.end_run(
-                parent, status if status == "KILLED" else ("FAILED" if outcome.failed else "FINISHED")))
+                parent, status if status != "FINISHED" else ("FAILED" if outcome.failed else "FINISHED")))
     return outcome
 
 
-def _run_points(todo, outcome, store, parent, ray_cfg, sw_cfg, rep_cfg) -> None:
-    ray = _connect(ray_cfg.get("address", "local"))
+def _run_points(ray, todo, outcome, store, parent, ray_cfg, sw_cfg, rep_cfg) -> None:
     task_cpus = float(ray_cfg.get("task_cpus") or 1)
     remote = ray.remote(num_cpus=task_cpus, max_retries=0)(_point_task)
     limit = int(sw_cfg.get("max_parallel") or 0) or len(todo)

@@ -48,7 +48,10 @@ def test_sigterm_kills_the_parent_run_and_the_sweep_resumes(tmp_path):
              *store(tmp_path)]
     p = cli(*sweep, f"hydra.sweep.dir={tmp_path}/a", cwd=tmp_path)
     deadline = time.monotonic() + 300
-    while not (tmp_path / "mlruns" / "mlflow.db").exists() or not [
+    # the store is opened here only once the sweep has written a point (its parent run, and so the
+    # store's tables, exist by then): a client opening a sqlite store while the sweep creates its
+    # tables races the sweep's schema migration (alembic_version), which gives the store up
+    while not list((tmp_path / "a").glob("*/summary.json")) or not [
             r for r in _try_runs(tmp_path) if r.info.status == "FINISHED"]:
         assert p.poll() is None, p.communicate()
         assert time.monotonic() < deadline
