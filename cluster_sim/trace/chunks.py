@@ -202,7 +202,7 @@ def _chunk_trace_whole(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 
 # ---------------------------------------------------------------------------- bounded-memory cut
 #: chunk references cut and interned per batch: the working memory of :func:`chunk_trace` is a
 #: few tens of bytes per reference of one batch, beside the result (docs/decisions.md #73)
-BATCH_REFS = 1 << 21
+BATCH_REFS = 1 << 20
 #: at most this many batches: the interning table is merged once per batch (O(chunks) each)
 MAX_BATCHES = 32
 

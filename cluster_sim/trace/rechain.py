@@ -63,39 +63,68 @@ def _codes(keys: pa.Array) -> tuple[np.ndarray, int]:
 #: per batch)
 BATCH_VALUES = 1 << 20
 MAX_BATCHES = 32
+#: passes over a large column by :func:`_chained`, each holding 1/PASSES of the distinct hashes
+PASSES = 4
 _NONE = np.uint64(0xFFFFFFFFFFFFFFFF)   # "starts its request" as a parent (a hash equal to it: whole-array check)
 
 
 class _FirstParents:
-    """Every hash seen so far with the hash it followed at its first appearance (sorted by hash;
-    16 bytes per distinct hash), fed request batches in order."""
+    """Every hash seen so far with the hash it followed at its first appearance (16 bytes per
+    distinct hash), fed request batches in order. Kept in :data:`BUCKETS` sorted arrays by a mix
+    of the hash, so that learning a batch re-allocates one small array at a time."""
+
+    BUCKETS = 64
 
     def __init__(self):
-        self.keys = np.zeros(0, np.uint64)
-        self.par = np.zeros(0, np.uint64)
+        self.keys = [np.zeros(0, np.uint64) for _ in range(self.BUCKETS)]
+        self.par = [np.zeros(0, np.uint64) for _ in range(self.BUCKETS)]
 
-    def feed(self, offsets: np.ndarray, values: np.ndarray) -> int | None:
+    def feed(self, offsets: np.ndarray, values: np.ndarray, part: int = 0, parts: int = 1) -> int | None:
         """The first index into ``values`` (whole requests; ``offsets`` from 0) whose hash follows
-        another hash than at its first appearance, or None (and the batch's hashes are learnt)."""
+        another hash than at its first appearance, or None (and the batch's hashes are learnt).
+
+        With ``parts > 1`` only the hashes of share ``part`` (by a mix of the hash) are looked at,
+        and the index is the first such conflict among them."""
+        from .synthetic import splitmix64
+
         n = len(values)
         par = np.empty(n, dtype=np.uint64)
         par[1:] = values[:-1]
         counts = np.diff(offsets)
         par[offsets[:-1][counts > 0]] = _NONE
+        where = None
+        if parts > 1:
+            where = np.flatnonzero((splitmix64(values) & np.uint64(0xFF)).astype(np.int64) % parts == part)
+            values, par = values[where], par[where]
         uniq, first_idx, inv = np.unique(values, return_index=True, return_inverse=True)
-        pos = np.searchsorted(self.keys, uniq)
-        found = np.zeros(len(uniq), dtype=bool)
-        inside = pos < len(self.keys)
-        found[inside] = self.keys[pos[inside]] == uniq[inside]
         expect = par[first_idx]
-        expect[found] = self.par[pos[found]]
+        del first_idx
+        bucket = (splitmix64(uniq) >> np.uint64(58)).astype(np.int64)
+        by_bucket = np.argsort(bucket, kind="stable")      # sorted by hash within a bucket
+        bounds = np.searchsorted(bucket[by_bucket], np.arange(self.BUCKETS + 1))
+        del bucket
+        learn = []
+        for b in range(self.BUCKETS):
+            sel = by_bucket[bounds[b]:bounds[b + 1]]
+            if not len(sel):
+                continue
+            u = uniq[sel]
+            keys = self.keys[b]
+            pos = np.searchsorted(keys, u)
+            found = np.zeros(len(u), dtype=bool)
+            inside = pos < len(keys)
+            found[inside] = keys[pos[inside]] == u[inside]
+            expect[sel[found]] = self.par[b][pos[found]]
+            new = ~found
+            if new.any():
+                learn.append((b, pos[new], u[new], sel[new]))
         bad = expect[inv.reshape(-1)] != par
         if bad.any():
-            return int(np.argmax(bad))
-        new = ~found
-        if new.any():
-            self.keys = np.insert(self.keys, pos[new], uniq[new])
-            self.par = np.insert(self.par, pos[new], expect[new])
+            i = int(np.argmax(bad))
+            return i if where is None else int(where[i])
+        for b, pos, u, sel in learn:
+            self.keys[b] = np.insert(self.keys[b], pos, u)
+            self.par[b] = np.insert(self.par[b], pos, expect[sel])
         return None
 
 
@@ -130,30 +159,31 @@ def find_conflict(offsets: np.ndarray, values: np.ndarray, *, batch: int | None 
     return None
 
 
-def _chained(col: pa.ChunkedArray, batch: int | None = None) -> bool:
+def _chained(col: pa.ChunkedArray, batch: int | None = None, passes: int | None = None) -> bool:
     """Whether :func:`find_conflict` finds nothing in the ``block_hashes`` column, read a column
-    chunk and a batch of requests at a time (the hashes are not copied)."""
-    if col.num_chunks == 1:
-        offsets, values = _lists(pa.table({"block_hashes": col}))
-        return find_conflict(offsets, values, batch=batch) is None
+    chunk and a batch of requests at a time (the hashes are not copied). A large column is read
+    :data:`PASSES` times, each pass checking a share of the distinct hashes (by a mix of the
+    hash), so the table of first parents holds a share of them at a time."""
     total = sum(len(c.flatten()) for c in col.chunks)
     batch = batch or max(BATCH_VALUES, -(-total // MAX_BATCHES))
-    seen = _FirstParents()
-    for chunk in col.chunks:
-        offsets = np.asarray(chunk.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
-        values = np.asarray(chunk.flatten().to_numpy(zero_copy_only=False), dtype=np.uint64)
-        offsets = offsets - offsets[0]
-        if len(values) and bool(np.any(values == _NONE)):
-            offsets, values = _lists(pa.table({"block_hashes": col}))
-            return _find_conflict_whole(offsets, values) is None
-        nreq = len(offsets) - 1
-        i0 = 0
-        while i0 < nreq:
-            i1 = min(max(int(np.searchsorted(offsets, offsets[i0] + batch, side="right")) - 1, i0 + 1), nreq)
-            v0 = int(offsets[i0])
-            if seen.feed(offsets[i0:i1 + 1] - v0, values[v0:int(offsets[i1])]) is not None:
-                return False
-            i0 = i1
+    parts = passes or (PASSES if total > PASSES * batch else 1)
+    for part in range(parts):
+        seen = _FirstParents()
+        for chunk in col.chunks:
+            offsets = np.asarray(chunk.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+            values = np.asarray(chunk.flatten().to_numpy(zero_copy_only=False), dtype=np.uint64)
+            offsets = offsets - offsets[0]
+            if len(values) and bool(np.any(values == _NONE)):
+                offsets, values = _lists(pa.table({"block_hashes": col}))
+                return _find_conflict_whole(offsets, values) is None
+            nreq = len(offsets) - 1
+            i0 = 0
+            while i0 < nreq:
+                i1 = min(max(int(np.searchsorted(offsets, offsets[i0] + batch, side="right")) - 1, i0 + 1), nreq)
+                v0 = int(offsets[i0])
+                if seen.feed(offsets[i0:i1 + 1] - v0, values[v0:int(offsets[i1])], part, parts) is not None:
+                    return False
+                i0 = i1
     return True
 
 

@@ -349,7 +349,7 @@ def _stream_turns(rng: np.random.Generator, spec: SyntheticSpec, n_turns: np.nda
 
 #: blocks hashed per batch of streams, and block hashes written per batch of requests: they bound
 #: the generator's working memory beside its output (docs/decisions.md #74)
-BATCH_BLOCKS = 1 << 21
+BATCH_BLOCKS = 1 << 20
 
 
 def _cuts(weights: np.ndarray, per_batch: int) -> list[tuple[int, int]]:
@@ -617,6 +617,7 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     root = mix64(ns, np.array([_TAG_ROOT], dtype=_U64))
     full_hash, tail_hash = _block_hashes(B, n_full, full_first, base, t_sess, prompt_len, first_turn, kept_turns,
                                          seg_start, seg_end, seg_key, root)
+    del seg_start, seg_end, seg_key, order, msg_key, out_key, sess_u, turn_u, is_last, o_mask, base
 
     # ---- requests in arrival order ---------------------------------------
     req_order = np.lexsort((t_turn, t_sess, arrival))
