@@ -361,6 +361,7 @@ def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, so
         del ids, par_of_ref, k, kf
     parent, depth, anchor, chunk_hash = parent.final(), depth.final(), anchor.final(), chunk_hash.final()
     del interner
+    _release_freed_heap()
     arrival = np.asarray(table.column("arrival_s").to_numpy(zero_copy_only=False), dtype=np.float64)
 
     def column(name, dtype, fill):
@@ -381,6 +382,20 @@ def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, so
         counted=arrival >= warmup_s, stop_reason=stop, think_time_s=column("think_time_s", np.float64, np.nan),
         api_time_s=column("api_time_s", np.float64, np.nan), agent=column("agent", np.int32, -1),
     )
+
+
+def _release_freed_heap() -> None:
+    """Give the heap pages freed by the batches back to the OS (glibc ``malloc_trim``; a no-op
+    elsewhere). Batch buffers under glibc's mmap threshold (32 MB) live on the heap, and what
+    they leave free would otherwise stay resident beside the replay (docs/decisions.md #73)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 _WIDE: dict[int, tuple] = {}
