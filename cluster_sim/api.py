@@ -217,10 +217,26 @@ def _check_against_trace(cfg: SimConfig, trace) -> None:
 def _table_sha(table: pa.Table) -> str:
     import hashlib
 
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as w:
+    class _Digest:   # the IPC stream's bytes go into the hash as written: no copy of the table in memory
+        closed = False
+
+        def __init__(self):
+            self.h = hashlib.sha256()
+
+        def write(self, b):
+            self.h.update(b)
+            return len(b)
+
+        def flush(self):
+            pass
+
+        def close(self):
+            self.closed = True
+
+    d = _Digest()
+    with pa.ipc.new_stream(pa.PythonFile(d, mode="w"), table.schema) as w:
         w.write_table(table)
-    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+    return d.h.hexdigest()
 
 
 def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress=None) -> Summary:

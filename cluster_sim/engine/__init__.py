@@ -50,6 +50,7 @@ from ..cache.state import DRAM, HBM, NO_TIER, SSD
 from ..cost import CostModel
 from ..errors import ConfigError
 from ..metrics import NodeStats
+from ..trace.chunks import wide
 
 __all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports", "numba_available",
            "ensure_compiled", "compile_notice"]
@@ -205,10 +206,10 @@ class CompiledNode:
             pin=np.full(2 * U, -1, dtype=np.int64), flags=np.zeros(2 * U, dtype=np.uint8),
             dcnt=np.zeros((3, U), dtype=np.int32), dany=np.zeros(U, dtype=np.int32),
             cred=np.zeros(U, dtype=np.int32), cred_any=np.zeros(U, dtype=np.int32), sb=sb,
-            parent=np.ascontiguousarray(chunk_parent, dtype=np.int64),
-            depth=np.ascontiguousarray(chunk_depth, dtype=np.int64),
-            anchor=np.ascontiguousarray(chunk_anchor, dtype=np.int64),
-            flat=np.ascontiguousarray(flat, dtype=np.int64),
+            parent=np.ascontiguousarray(wide(chunk_parent)),
+            depth=np.ascontiguousarray(wide(chunk_depth)),
+            anchor=np.ascontiguousarray(wide(chunk_anchor)),
+            flat=np.ascontiguousarray(wide(flat)),
             log_p=np.zeros(int(log_capacity), dtype=np.int64), log_s=np.zeros(int(log_capacity), dtype=np.int64),
             heap_s=np.zeros(int(hcap.sum()), dtype=np.int64), heap_p=np.zeros(int(hcap.sum()), dtype=np.int64),
             hoff=np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64), hcap=hcap,

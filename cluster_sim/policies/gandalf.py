@@ -876,7 +876,8 @@ class GandalfPolicy(Policy):
         st = self.st
         n2 = len(st.res)
         U = n2 // 2
-        self._C = (st.res, st.pin, st.size, st.parent, st.depth, st.anchor, st.flat,
+        from ..trace.chunks import wide   # the kernels are typed for int64 ids: one shared copy of an int32 trace
+        self._C = (st.res, st.pin, st.size, wide(st.parent), wide(st.depth), wide(st.anchor), wide(st.flat),
                    st.dcnt[DRAM], st.dcnt[SSD], st.dany)
         self._crc_a = np.asarray(self.crc, dtype=np.float64)
         self._crc_cum_a = np.asarray(self.crc_cum, dtype=np.float64)

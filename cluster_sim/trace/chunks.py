@@ -48,10 +48,10 @@ class ChunkedTrace:
     input_tokens: np.ndarray     # int64
     output_tokens: np.ndarray    # int64
     offsets: np.ndarray          # int64, len n+1
-    flat: np.ndarray             # int64 chunk ids
-    parent: np.ndarray           # int64, per chunk
-    depth: np.ndarray            # int64, per chunk
-    anchor: np.ndarray           # int64, per chunk
+    flat: np.ndarray             # chunk ids, id_dtype(chunk_refs): int32 unless the trace is huge
+    parent: np.ndarray           # id dtype, per chunk (exact length, as the next three)
+    depth: np.ndarray            # id dtype, per chunk
+    anchor: np.ndarray           # id dtype, per chunk
     chunk_hash: np.ndarray       # uint64, per chunk (the trace's hash of the chunk's last block)
     counted: np.ndarray          # bool, per request: counted in metrics (after warm-up)
     # request-level signals (simulation-model §1), per request; unknown where the trace has none
@@ -99,7 +99,7 @@ class ChunkedTrace:
         else:
             flat = self.flat[:0]
         # anchors must point into the new flat: recompute from the subset's own first appearances
-        anchor = np.full(self.n_chunks, -1, dtype=np.int64)
+        anchor = np.full(self.n_chunks, -1, dtype=self.anchor.dtype)
         pos = np.arange(len(flat), dtype=np.int64)
         req = np.repeat(np.arange(len(idx), dtype=np.int64), lens)
         k = pos - offs[:-1][req] if len(flat) else pos
@@ -118,8 +118,11 @@ class ChunkedTrace:
         )
 
 
-def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, source_path: str = "") -> ChunkedTrace:
-    """Cut ``table`` (canonical schema, already filtered and time-scaled) into chunks."""
+def _chunk_trace_whole(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0,
+                       source_path: str = "") -> ChunkedTrace:
+    """The whole-table cut (every chunk reference at once, int64 ids): the reference that
+    :func:`chunk_trace` must equal, and the one that words its error for a trace whose hashes
+    follow two prefixes (so the message and its row are those it always gave)."""
     from .schema import block_tokens as _bt, source as _src, stop_reason_codes
 
     bt = _bt(table)
@@ -194,3 +197,223 @@ def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, so
         counted=arrival >= warmup_s, stop_reason=stop, think_time_s=col("think_time_s", np.float64, np.nan),
         api_time_s=col("api_time_s", np.float64, np.nan), agent=col("agent", np.int32, -1),
     )
+
+
+# ---------------------------------------------------------------------------- bounded-memory cut
+#: chunk references cut and interned per batch: the working memory of :func:`chunk_trace` is a
+#: few tens of bytes per reference of one batch, beside the result (docs/decisions.md #73)
+BATCH_REFS = 1 << 20
+#: at most this many batches: the interning table is merged once per batch (O(chunks) each)
+MAX_BATCHES = 32
+
+
+def id_dtype(chunk_refs: int) -> np.dtype:
+    """The dtype of chunk ids and of offsets into ``flat`` for a trace of ``chunk_refs`` references.
+
+    int32 while the node's payload handles (``2 c + 1``, :mod:`cluster_sim.cache.state`) of every
+    possible chunk fit in int32 (there are never more chunks than references), else int64."""
+    return np.dtype(np.int32) if 2 * int(chunk_refs) + 1 <= np.iinfo(np.int32).max else np.dtype(np.int64)
+
+
+class _Grow:
+    """An array that grows by doubling; :meth:`final` gives it at its exact length."""
+
+    def __init__(self, dtype, cap: int = 1 << 16):
+        self.a = np.empty(cap, dtype=dtype)
+        self.n = 0
+
+    def extend(self, v: np.ndarray) -> None:
+        need = self.n + len(v)
+        if need > len(self.a):
+            bigger = np.empty(max(need, 2 * len(self.a)), dtype=self.a.dtype)
+            bigger[:self.n] = self.a[:self.n]
+            self.a = bigger
+        self.a[self.n:need] = v
+        self.n = need
+
+    def final(self) -> np.ndarray:
+        out = self.a[:self.n].copy() if self.n != len(self.a) else self.a
+        self.a = None
+        return out
+
+
+class _Interner:
+    """Dense ids for uint64 hashes in order of first appearance, fed batch by batch.
+
+    Holds the hashes seen so far sorted (``keys``) with their ids (``ids``): 12 bytes per
+    chunk with int32 ids."""
+
+    def __init__(self, idt: np.dtype):
+        self.idt = idt
+        self.keys = np.zeros(0, np.uint64)
+        self.ids = np.zeros(0, idt)
+        self.n = 0
+
+    def intern(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ids of ``hashes``, the new hashes in id order, their first index in ``hashes``)."""
+        uniq, first_idx, inv = np.unique(hashes, return_index=True, return_inverse=True)
+        pos = np.searchsorted(self.keys, uniq)
+        found = np.zeros(len(uniq), dtype=bool)
+        inside = pos < len(self.keys)
+        found[inside] = self.keys[pos[inside]] == uniq[inside]
+        uid = np.empty(len(uniq), dtype=self.idt)
+        uid[found] = self.ids[pos[found]]
+        new = np.flatnonzero(~found)
+        order = new[np.argsort(first_idx[new], kind="stable")]   # new hashes by first appearance
+        uid[order] = np.arange(self.n, self.n + len(order), dtype=self.idt)
+        self.n += len(order)
+        if len(new):   # uniq is sorted, so its new hashes go in at sorted positions
+            self.keys = np.insert(self.keys, pos[new], uniq[new])
+            self.ids = np.insert(self.ids, pos[new], uid[new])
+        return uid[inv.reshape(-1)], uniq[order], first_idx[order]
+
+
+def _batches(offsets: np.ndarray, per_batch: int) -> list[tuple[int, int]]:
+    """Request ranges ``[i0, i1)`` of about ``per_batch`` references each (at least one request)."""
+    n = len(offsets) - 1
+    out = []
+    i0 = 0
+    while i0 < n:
+        i1 = int(np.searchsorted(offsets, offsets[i0] + per_batch, side="right")) - 1
+        i1 = min(max(i1, i0 + 1), n)
+        out.append((i0, i1))
+        i0 = i1
+    return out
+
+
+def _category(table: pa.Table, n: int) -> list | None:
+    """Per-request category strings (None where null), one str object per distinct category."""
+    if "category" not in table.column_names or table.column("category").null_count == n:
+        return None
+    enc = table.column("category").cast(pa.string()).combine_chunks().dictionary_encode()
+    names = enc.dictionary.to_pylist()
+    codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    names.append(None)   # code -1: null
+    return [names[c] for c in codes.tolist()]
+
+
+def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, source_path: str = "",
+                batch_refs: int | None = None) -> ChunkedTrace:
+    """Cut ``table`` (canonical schema, already filtered and time-scaled) into chunks.
+
+    Requests are cut in batches of about ``batch_refs`` chunk references (default
+    :data:`BATCH_REFS`, or a 1/:data:`MAX_BATCHES` share of a larger trace), so no array of
+    the whole trace's block references is made: the block hashes are read in place from the
+    table, and the result's arrays are allocated at their exact length, chunk ids and
+    ``anchor`` in :func:`id_dtype`. Chunk ids, parents, depths and anchors equal those of the
+    whole-table cut (:func:`_chunk_trace_whole`), batch boundaries included.
+    """
+    from .schema import block_tokens as _bt, source as _src, stop_reason_codes
+    import pyarrow.compute as pc
+
+    bt = _bt(table)
+    if chunk_tokens % bt:
+        raise ConfigError("cache.chunk_tokens",
+                          f"{chunk_tokens} is not a whole multiple of the trace's block size ({bt} tokens)")
+    g = chunk_tokens // bt
+    n = table.num_rows
+    inp = np.asarray(table.column("input_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
+    col = table.column("block_hashes")
+    nblocks = np.asarray(pc.list_value_length(col).to_numpy(zero_copy_only=False), dtype=np.int64) if n \
+        else np.zeros(0, np.int64)
+    m = inp // chunk_tokens
+    if np.any(m * g > nblocks):
+        bad = int(np.flatnonzero(m * g > nblocks)[0])
+        raise TraceError(source_path or _src(table), f"request has {int(nblocks[bad])} block hashes but "
+                         f"{int(inp[bad])} input tokens need {int(m[bad] * g)} full blocks", line=bad + 1,
+                         field="block_hashes")
+    del nblocks
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(m, out=offsets[1:])
+    total = int(offsets[-1])
+    idt = id_dtype(total)
+    per_batch = max(1, int(batch_refs)) if batch_refs is not None else max(BATCH_REFS, -(-total // MAX_BATCHES))
+    flat = np.empty(total, dtype=idt)
+    interner = _Interner(idt)
+    parent, depth, anchor, chunk_hash = _Grow(idt), _Grow(idt), _Grow(idt), _Grow(np.uint64)
+    for i0, i1 in _batches(offsets, per_batch) if total else ():
+        r0, r1 = int(offsets[i0]), int(offsets[i1])
+        if r1 == r0:
+            continue
+        part = col.slice(i0, i1 - i0)
+        lists = part.chunk(0) if part.num_chunks == 1 else part.combine_chunks()   # copies only a boundary batch
+        boff = np.asarray(lists.offsets.to_numpy(), dtype=np.int64)   # absolute into lists.values
+        values = lists.values.to_numpy(zero_copy_only=False)
+        mb = m[i0:i1]
+        req = np.repeat(np.arange(i1 - i0, dtype=np.int64), mb)
+        k = np.arange(r1 - r0, dtype=np.int64) - (offsets[i0:i1] - r0)[req]
+        hashes = np.asarray(values[boff[:-1][req] + (k + 1) * g - 1], dtype=np.uint64)
+        del req, values, lists, part
+        ids, new_hashes, new_first = interner.intern(hashes)
+        del hashes
+        flat[r0:r1] = ids
+        par_of_ref = np.roll(ids, 1)
+        par_of_ref[k == 0] = -1
+        kf = k[new_first]
+        parent.extend(par_of_ref[new_first])
+        depth.extend(kf + 1)
+        anchor.extend(r0 + new_first - kf)
+        chunk_hash.extend(new_hashes)
+        if not np.array_equal(parent.a[ids], par_of_ref):
+            # a hash follows two prefixes: the whole-table cut words the error as it always has
+            _chunk_trace_whole(table, chunk_tokens, warmup_s=warmup_s, source_path=source_path)
+            raise AssertionError("chunk_trace: the batched and whole-table cuts disagree")  # pragma: no cover
+        del ids, par_of_ref, k, kf
+    parent, depth, anchor, chunk_hash = parent.final(), depth.final(), anchor.final(), chunk_hash.final()
+    del interner
+    _release_freed_heap()
+    arrival = np.asarray(table.column("arrival_s").to_numpy(zero_copy_only=False), dtype=np.float64)
+
+    def column(name, dtype, fill):
+        if name not in table.column_names:
+            return np.full(n, fill, dtype=dtype)
+        c = table.column(name)
+        return np.asarray(c.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
+
+    stop = None
+    if "stop_reason" in table.column_names and table.column("stop_reason").null_count < n:
+        stop = stop_reason_codes(table.column("stop_reason"))
+    return ChunkedTrace(
+        chunk_tokens=chunk_tokens, block_tokens=bt, source=_src(table),
+        arrival_s=arrival, request_id=column("request_id", np.int64, 0), session_id=column("session_id", np.int64, -1),
+        category=_category(table, n), turn=column("turn", np.int32, 0), input_tokens=inp,
+        output_tokens=column("output_tokens", np.int64, 0),
+        offsets=offsets, flat=flat, parent=parent, depth=depth, anchor=anchor, chunk_hash=chunk_hash,
+        counted=arrival >= warmup_s, stop_reason=stop, think_time_s=column("think_time_s", np.float64, np.nan),
+        api_time_s=column("api_time_s", np.float64, np.nan), agent=column("agent", np.int32, -1),
+    )
+
+
+def _release_freed_heap() -> None:
+    """Give the heap pages freed by the batches back to the OS (glibc ``malloc_trim``; a no-op
+    elsewhere). Batch buffers under glibc's mmap threshold (32 MB) live on the heap, and what
+    they leave free would otherwise stay resident beside the replay (docs/decisions.md #73)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+_WIDE: dict[int, tuple] = {}
+
+
+def wide(a: np.ndarray) -> np.ndarray:
+    """``a`` as int64, converted once per array and shared (by every node of a process).
+
+    For compiled kernels typed for int64 ids (:mod:`cluster_sim.policies._gandalf_jit`): an int32
+    trace would otherwise compile a second set of specialisations."""
+    if a.dtype == np.int64:
+        return a
+    import weakref
+
+    key = id(a)
+    hit = _WIDE.get(key)
+    if hit is not None and hit[0]() is a:
+        return hit[1]
+    out = a.astype(np.int64)
+    _WIDE[key] = (weakref.ref(a, lambda _r, key=key: _WIDE.pop(key, None)), out)
+    return out

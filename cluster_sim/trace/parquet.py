@@ -37,7 +37,7 @@ def read_parquet(path: str | Path) -> pa.Table:
     if not p.is_file():
         raise TraceError(spath, "not a regular file")
     try:
-        table = pq.read_table(p)
+        table = pq.read_table(p, memory_map=True)   # row groups decoded from the mapped file, no read buffer
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
         raise TraceError(spath, f"cannot read as Parquet ({exc})") from None
     validate_table(table, spath)

@@ -58,13 +58,137 @@ def _codes(keys: pa.Array) -> tuple[np.ndarray, int]:
     return enc.indices.to_numpy(zero_copy_only=False), len(enc.dictionary)
 
 
-def find_conflict(offsets: np.ndarray, values: np.ndarray) -> tuple[int, int] | None:
+#: block references checked per batch by :func:`find_conflict` (docs/decisions.md #75): at least
+#: this many, and at most :data:`MAX_BATCHES` batches (the table of first parents is merged once
+#: per batch)
+BATCH_VALUES = 1 << 20
+MAX_BATCHES = 32
+#: passes over a large column by :func:`_chained`, each holding 1/PASSES of the distinct hashes
+PASSES = 4
+_NONE = np.uint64(0xFFFFFFFFFFFFFFFF)   # "starts its request" as a parent (a hash equal to it: whole-array check)
+
+
+class _FirstParents:
+    """Every hash seen so far with the hash it followed at its first appearance (16 bytes per
+    distinct hash), fed request batches in order. Kept in :data:`BUCKETS` sorted arrays by a mix
+    of the hash, so that learning a batch re-allocates one small array at a time."""
+
+    BUCKETS = 64
+
+    def __init__(self):
+        self.keys = [np.zeros(0, np.uint64) for _ in range(self.BUCKETS)]
+        self.par = [np.zeros(0, np.uint64) for _ in range(self.BUCKETS)]
+
+    def feed(self, offsets: np.ndarray, values: np.ndarray, part: int = 0, parts: int = 1) -> int | None:
+        """The first index into ``values`` (whole requests; ``offsets`` from 0) whose hash follows
+        another hash than at its first appearance, or None (and the batch's hashes are learnt).
+
+        With ``parts > 1`` only the hashes of share ``part`` (by a mix of the hash) are looked at,
+        and the index is the first such conflict among them."""
+        from .synthetic import splitmix64
+
+        n = len(values)
+        par = np.empty(n, dtype=np.uint64)
+        par[1:] = values[:-1]
+        counts = np.diff(offsets)
+        par[offsets[:-1][counts > 0]] = _NONE
+        where = None
+        if parts > 1:
+            where = np.flatnonzero((splitmix64(values) & np.uint64(0xFF)).astype(np.int64) % parts == part)
+            values, par = values[where], par[where]
+        uniq, first_idx, inv = np.unique(values, return_index=True, return_inverse=True)
+        expect = par[first_idx]
+        del first_idx
+        bucket = (splitmix64(uniq) >> np.uint64(58)).astype(np.int64)
+        by_bucket = np.argsort(bucket, kind="stable")      # sorted by hash within a bucket
+        bounds = np.searchsorted(bucket[by_bucket], np.arange(self.BUCKETS + 1))
+        del bucket
+        learn = []
+        for b in range(self.BUCKETS):
+            sel = by_bucket[bounds[b]:bounds[b + 1]]
+            if not len(sel):
+                continue
+            u = uniq[sel]
+            keys = self.keys[b]
+            pos = np.searchsorted(keys, u)
+            found = np.zeros(len(u), dtype=bool)
+            inside = pos < len(keys)
+            found[inside] = keys[pos[inside]] == u[inside]
+            expect[sel[found]] = self.par[b][pos[found]]
+            new = ~found
+            if new.any():
+                learn.append((b, pos[new], u[new], sel[new]))
+        bad = expect[inv.reshape(-1)] != par
+        if bad.any():
+            i = int(np.argmax(bad))
+            return i if where is None else int(where[i])
+        for b, pos, u, sel in learn:
+            self.keys[b] = np.insert(self.keys[b], pos, u)
+            self.par[b] = np.insert(self.par[b], pos, expect[sel])
+        return None
+
+
+def find_conflict(offsets: np.ndarray, values: np.ndarray, *, batch: int | None = None) -> tuple[int, int] | None:
     """The first reference whose hash follows another prefix than where that hash first appears.
 
     Returns ``(reference index, index of the hash's first appearance)`` (flat
     indices into ``values``) or None when the hashes are prefix-chained: every
     occurrence of a hash follows the same hash, or every one starts its request.
+
+    Reads whole requests of about ``batch`` references at a time, keeping each distinct
+    hash with its first parent; the same answer as :func:`_find_conflict_whole`.
     """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = len(values)
+    if n == 0:
+        return None
+    batch = batch or max(BATCH_VALUES, -(-n // MAX_BATCHES))
+    if n <= batch or bool(np.any(values == _NONE)):
+        return _find_conflict_whole(offsets, values)
+    seen = _FirstParents()
+    nreq = len(offsets) - 1
+    i0 = 0
+    while i0 < nreq:
+        i1 = min(max(int(np.searchsorted(offsets, offsets[i0] + batch, side="right")) - 1, i0 + 1), nreq)
+        v0 = int(offsets[i0])
+        bad = seen.feed(offsets[i0:i1 + 1] - v0, values[v0:int(offsets[i1])])
+        if bad is not None:
+            i = v0 + bad
+            return i, int(np.argmax(values[:i + 1] == values[i]))
+        i0 = i1
+    return None
+
+
+def _chained(col: pa.ChunkedArray, batch: int | None = None, passes: int | None = None) -> bool:
+    """Whether :func:`find_conflict` finds nothing in the ``block_hashes`` column, read a column
+    chunk and a batch of requests at a time (the hashes are not copied). A large column is read
+    :data:`PASSES` times, each pass checking a share of the distinct hashes (by a mix of the
+    hash), so the table of first parents holds a share of them at a time."""
+    total = sum(len(c.flatten()) for c in col.chunks)
+    batch = batch or max(BATCH_VALUES, -(-total // MAX_BATCHES))
+    parts = passes or (PASSES if total > PASSES * batch else 1)
+    for part in range(parts):
+        seen = _FirstParents()
+        for chunk in col.chunks:
+            offsets = np.asarray(chunk.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+            values = np.asarray(chunk.flatten().to_numpy(zero_copy_only=False), dtype=np.uint64)
+            offsets = offsets - offsets[0]
+            if len(values) and bool(np.any(values == _NONE)):
+                offsets, values = _lists(pa.table({"block_hashes": col}))
+                return _find_conflict_whole(offsets, values) is None
+            nreq = len(offsets) - 1
+            i0 = 0
+            while i0 < nreq:
+                i1 = min(max(int(np.searchsorted(offsets, offsets[i0] + batch, side="right")) - 1, i0 + 1), nreq)
+                v0 = int(offsets[i0])
+                if seen.feed(offsets[i0:i1 + 1] - v0, values[v0:int(offsets[i1])], part, parts) is not None:
+                    return False
+                i0 = i1
+    return True
+
+
+def _find_conflict_whole(offsets: np.ndarray, values: np.ndarray) -> tuple[int, int] | None:
+    """:func:`find_conflict` on the whole array at once (Arrow's dictionary codes)."""
     n = len(values)
     if n == 0:
         return None
@@ -135,17 +259,18 @@ def chain_table(table: pa.Table, mode: str, where: str, *, say=None) -> pa.Table
         raise ConfigError("workload.rechain", f"must be one of {', '.join(MODES)}; got {mode!r}")
     if mode == "never" or table.num_rows == 0:
         return table
-    offsets, values = _lists(table)
     if mode == "auto":
-        conflict = find_conflict(offsets, values)
-        if conflict is None:
+        if _chained(table.column("block_hashes")):   # chunk by chunk: no copy of the hashes
             return table
+        offsets, values = _lists(table)
+        conflict = find_conflict(offsets, values)
         i, j = conflict
         row = int(np.searchsorted(offsets, i, side="right"))
         row0 = int(np.searchsorted(offsets, j, side="right"))
         why = (f"block hash {int(values[i])} of row {row} follows another prefix than in row {row0}; "
                "chaining them (a block's identity = its parent's identity + its own hash; workload.rechain=auto)")
     else:
+        offsets, values = _lists(table)
         why = "chaining the block hashes (workload.rechain=always)"
     line = f"cluster_sim: {where}: block hashes are not prefix-chained: {why}" if mode == "auto" \
         else f"cluster_sim: {where}: {why}"

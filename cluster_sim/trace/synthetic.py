@@ -347,6 +347,119 @@ def _stream_turns(rng: np.random.Generator, spec: SyntheticSpec, n_turns: np.nda
     return tuple(a[keep] for a in (t_sess, t_turn, msg, out, prompt_len, arrival, think))
 
 
+#: blocks hashed per batch of streams, and block hashes written per batch of requests: they bound
+#: the generator's working memory beside its output (docs/decisions.md #74)
+BATCH_BLOCKS = 1 << 20
+
+
+def _cuts(weights: np.ndarray, per_batch: int) -> list[tuple[int, int]]:
+    """Index ranges ``[i0, i1)`` of about ``per_batch`` total weight each (at least one index)."""
+    cum = np.zeros(len(weights) + 1, dtype=np.int64)
+    np.cumsum(weights, out=cum[1:])
+    out, i0, n = [], 0, len(weights)
+    while i0 < n:
+        i1 = int(np.searchsorted(cum, cum[i0] + per_batch, side="right")) - 1
+        i1 = min(max(i1, i0 + 1), n)
+        out.append((i0, i1))
+        i0 = i1
+    return out
+
+
+def _block_hashes(B: int, n_full: np.ndarray, full_first: np.ndarray, base: np.ndarray, t_sess: np.ndarray,
+                  prompt_len: np.ndarray, first_turn: np.ndarray, kept_turns: np.ndarray, seg_start: np.ndarray,
+                  seg_end: np.ndarray, seg_key: np.ndarray, root: np.ndarray,
+                  per_batch: int = BATCH_BLOCKS) -> tuple[np.ndarray, np.ndarray]:
+    """(hash of every full block of every stream, hash of every turn's partial tail), streams in batches.
+
+    Every stream's blocks depend on its own segments only, so a batch of streams is hashed
+    alone: the same hashes as all streams at once, with working arrays of one batch."""
+    NF = int(n_full.sum())
+    has_tail = prompt_len % B > 0
+    tail_before = np.zeros(len(prompt_len) + 1, dtype=np.int64)
+    np.cumsum(has_tail, out=tail_before[1:])
+    full_hash = np.empty(NF, dtype=_U64)
+    tail_hash = np.empty(int(tail_before[-1]), dtype=_U64)
+    for s0, s1 in _cuts(n_full + kept_turns, per_batch):
+        u0, u1 = int(first_turn[s0]), int(first_turn[s1 - 1] + kept_turns[s1 - 1])   # the batch's turns
+        nf = n_full[s0:s1]
+        ff = full_first[s0:s1] - full_first[s0]
+        nfb = int(nf.sum())
+        fb_sess = np.repeat(np.arange(s0, s1), nf)
+        fb_a = base[fb_sess] + _ragged_arange(nf) * B
+        del fb_sess
+        ht = has_tail[u0:u1]
+        ts = t_sess[u0:u1][ht]
+        pl = prompt_len[u0:u1][ht]
+        tf = pl // B
+        tail_a = base[ts] + tf * B
+        blk_a = np.concatenate([fb_a, tail_a])
+        blk_b = np.concatenate([fb_a + B, base[ts] + pl])
+        del fb_a, tail_a, pl
+        # content id of each block from the segment pieces it covers
+        i0 = np.searchsorted(seg_start, blk_a, side="right") - 1
+        i1 = np.searchsorted(seg_start, blk_b - 1, side="right") - 1
+        n_pieces = i1 - i0 + 1
+        rank = _ragged_arange(n_pieces)
+        p_blk = np.repeat(np.arange(len(blk_a)), n_pieces)
+        p_seg = i0[p_blk] + rank
+        del i0, i1
+        s_at = seg_start[p_seg]
+        lo = np.maximum(blk_a[p_blk], s_at) - s_at
+        hi = np.minimum(blk_b[p_blk], seg_end[p_seg]) - s_at
+        del p_blk, s_at, blk_a, blk_b
+        piece = mix64(mix64(mix64(seg_key[p_seg], lo.astype(_U64)), hi.astype(_U64)), rank.astype(_U64))
+        del lo, hi, rank, p_seg
+        piece_start = np.cumsum(n_pieces) - n_pieces
+        content = splitmix64(np.add.reduceat(piece, piece_start) if len(piece) else piece)
+        del piece, piece_start, n_pieces
+
+        # chain the full blocks of every stream, one depth at a time across the batch's streams
+        fh = np.empty(nfb, dtype=_U64)
+        by_depth = np.argsort(-nf, kind="stable")
+        n_sorted = nf[by_depth]
+        first_sorted = ff[by_depth]
+        max_depth = int(n_sorted[0]) if len(nf) else 0
+        # the streams with more than j full blocks are a prefix of that order
+        active = np.searchsorted(-n_sorted, -np.arange(max_depth), side="left")
+        for j, c in enumerate(active):
+            idx = first_sorted[:c] + j
+            parent = root if j == 0 else fh[idx - 1]
+            fh[idx] = mix64(parent, content[idx])
+
+        # a turn's partial tail hangs off the turn's last full block
+        tail_parent = np.full(len(tf), root[0], dtype=_U64)
+        nz = tf > 0
+        tail_parent[nz] = fh[ff[ts[nz] - s0] + tf[nz] - 1]
+        tail_hash[tail_before[u0]:tail_before[u1]] = mix64(tail_parent, content[nfb:])
+        full_hash[full_first[s0]:full_first[s0] + nfb] = fh
+        del fh, content, tail_parent
+    return full_hash, tail_hash
+
+
+def _request_hashes(offsets: np.ndarray, first_full: np.ndarray, r_full: np.ndarray, r_tail: np.ndarray,
+                    full_hash: np.ndarray, tail_hash: np.ndarray, per_batch: int = BATCH_BLOCKS) -> np.ndarray:
+    """Every request's block hashes, concatenated in request order, written a batch of requests at a time.
+
+    Request ``i`` holds its stream's first ``r_full[i]`` full blocks (from ``first_full[i]``),
+    then its partial tail ``tail_hash[r_tail[i]]`` if ``r_tail[i] >= 0``."""
+    values = np.empty(int(offsets[-1]), dtype=_U64)
+    counts = np.diff(offsets)
+    for j0, j1 in _cuts(counts, per_batch):
+        v0 = int(offsets[j0])
+        out = values[v0:int(offsets[j1])]
+        if not len(out):
+            continue
+        c = counts[j0:j1]
+        if len(full_hash):   # a tail's slot is filled below
+            gather = np.repeat(first_full[j0:j1], c) + _ragged_arange(c)
+            np.take(full_hash, np.minimum(gather, len(full_hash) - 1), out=out)
+            del gather
+        rt = r_tail[j0:j1]
+        wt = rt >= 0
+        out[offsets[j0 + 1:j1 + 1][wt] - v0 - 1] = tail_hash[rt[wt]]
+    return values
+
+
 def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     """Generate the canonical trace table for ``spec`` with random seed ``seed`` (an int >= 0).
 
@@ -496,54 +609,15 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     if not np.all(seg_end > seg_start):  # every segment has >= 1 token by construction
         raise AssertionError("synthetic generator produced an empty segment")
 
-    # ---- blocks: every full block of each stream, and each turn's partial tail
+    # ---- blocks: every full block of each stream, and each turn's partial tail, in stream batches
     n_full = stream_len // B
     full_first = np.cumsum(n_full) - n_full  # index of a stream's first full block
-    NF = int(n_full.sum())
-    fb_sess = np.repeat(np.arange(NS), n_full)
-    fb_a = base[fb_sess] + _ragged_arange(n_full) * B
-    fb_b = fb_a + B
-    has_tail = prompt_len % B > 0
     tail_full = prompt_len // B  # full blocks in the turn's prompt
-    tail_a = base[t_sess][has_tail] + tail_full[has_tail] * B
-    tail_b = base[t_sess][has_tail] + prompt_len[has_tail]
-    blk_a = np.concatenate([fb_a, tail_a])
-    blk_b = np.concatenate([fb_b, tail_b])
-
-    # content id of each block from the segment pieces it covers
-    i0 = np.searchsorted(seg_start, blk_a, side="right") - 1
-    i1 = np.searchsorted(seg_start, blk_b - 1, side="right") - 1
-    n_pieces = i1 - i0 + 1
-    rank = _ragged_arange(n_pieces)
-    p_blk = np.repeat(np.arange(len(blk_a)), n_pieces)
-    p_seg = i0[p_blk] + rank
-    lo = np.maximum(blk_a[p_blk], seg_start[p_seg]) - seg_start[p_seg]
-    hi = np.minimum(blk_b[p_blk], seg_end[p_seg]) - seg_start[p_seg]
-    piece = mix64(mix64(mix64(seg_key[p_seg], lo.astype(_U64)), hi.astype(_U64)), rank.astype(_U64))
-    piece_start = np.cumsum(n_pieces) - n_pieces
-    content = splitmix64(np.add.reduceat(piece, piece_start) if len(piece) else piece)
-
-    # chain the full blocks of every stream, one depth at a time across streams
+    has_tail = prompt_len % B > 0
     root = mix64(ns, np.array([_TAG_ROOT], dtype=_U64))
-    full_hash = np.empty(NF, dtype=_U64)
-    by_depth = np.argsort(-n_full, kind="stable")
-    n_sorted = n_full[by_depth]
-    first_sorted = full_first[by_depth]
-    max_depth = int(n_sorted[0]) if NS else 0
-    # the streams with more than j full blocks are a prefix of that order
-    active = np.searchsorted(-n_sorted, -np.arange(max_depth), side="left")
-    for j, c in enumerate(active):
-        idx = first_sorted[:c] + j
-        parent = root if j == 0 else full_hash[idx - 1]
-        full_hash[idx] = mix64(parent, content[idx])
-
-    # a turn's partial tail hangs off the turn's last full block
-    tail_sess = t_sess[has_tail]
-    tf = tail_full[has_tail]
-    tail_parent = np.full(len(tf), root[0], dtype=_U64)
-    nz = tf > 0
-    tail_parent[nz] = full_hash[full_first[tail_sess[nz]] + tf[nz] - 1]
-    tail_hash = mix64(tail_parent, content[NF:])
+    full_hash, tail_hash = _block_hashes(B, n_full, full_first, base, t_sess, prompt_len, first_turn, kept_turns,
+                                         seg_start, seg_end, seg_key, root)
+    del seg_start, seg_end, seg_key, order, msg_key, out_key, sess_u, turn_u, is_last, o_mask, base
 
     # ---- requests in arrival order ---------------------------------------
     req_order = np.lexsort((t_turn, t_sess, arrival))
@@ -556,10 +630,8 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     counts = r_full + (r_tail >= 0)
     offsets = np.zeros(R + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    gather = np.repeat(full_first[r_sess], counts) + _ragged_arange(counts)
-    with_tail = r_tail >= 0
-    gather[offsets[1:][with_tail] - 1] = NF + r_tail[with_tail]
-    values = np.concatenate([full_hash, tail_hash])[gather]
+    values = _request_hashes(offsets, full_first[r_sess], r_full, r_tail, full_hash, tail_hash)
+    del full_hash, tail_hash
 
     # ---- request-level signals: what a server knows when the response is done --------
     # a conversation (a session's own streams, or one sub-agent, across rewrites) goes on after
@@ -572,7 +644,8 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
         by_conv = np.lexsort((np.arange(R), conv))     # requests are already in arrival order
         ends = np.r_[conv[by_conv][1:] != conv[by_conv][:-1], True]
         last_of_conv[by_conv[ends]] = True
-    stop = np.where((r_kind > 0) & ~last_of_conv, "tool_use", "end_turn")
+    stop = pa.array(["end_turn", "tool_use"], type=pa.string()).take(
+        pa.array(((r_kind > 0) & ~last_of_conv).astype(np.int8)))
     r_out = out[req_order]
 
     kinds = ["text", "agent"] + (["subagent"] if NS > S else [])
@@ -587,7 +660,7 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
         session_id=stream_session[r_sess],
         category=category,
         turn=t_turn[req_order].astype(np.int32),
-        stop_reason=pa.array(stop.tolist(), type=pa.string()),
+        stop_reason=stop,
         think_time_s=think[req_order],
         api_time_s=r_out * spec.decode_s_per_token,
         agent=stream_agent[r_sess],
