@@ -136,8 +136,9 @@ class _Recorder(LRUPolicy):
 def test_policies_see_the_signals_in_request_meta(monkeypatch):
     import cluster_sim.fleet as fleet
 
+    # the interpreted node calls the policy (the compiled engine runs lru without a policy object)
     cfg = SimConfig.from_mapping(cluster_sim.compose(["workload=synthetic", "+workload.synthetic.num_sessions=30",
-                                                      "+workload.synthetic.agent_fraction=0.5"]))
+                                                      "+workload.synthetic.agent_fraction=0.5", "cache.engine=python"]))
     tr, _, _ = prepare(cfg)
     pol = _Recorder()
     monkeypatch.setattr(fleet, "make_policy", lambda name, params: pol)
