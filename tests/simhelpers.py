@@ -1,6 +1,11 @@
 """Small builders for scripted scenarios: traces from chunk paths, nodes, replays."""
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+from pathlib import Path
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -70,3 +75,18 @@ def branching_paths(draw, max_requests=40, max_extension=5):
             p = draw(st.lists(st.integers(1, 6), max_size=6))
         paths.append(p)
     return paths
+
+
+def run_cli(argv, cwd: Path):
+    """``cluster-sim`` in this process: (exit status, stdout, stderr lines)."""
+    from cluster_sim.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(list(argv))
+    finally:
+        os.chdir(old)
+    return rc, out.getvalue(), [ln for ln in err.getvalue().splitlines() if ln.strip()]

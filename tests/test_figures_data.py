@@ -82,7 +82,7 @@ def test_capacity_as_a_share_of_the_working_set(four):
 
 @pytest.mark.parametrize("value,msg", [("1%X", "cannot read '1%X'"), ("%W", "cannot read"), ("-1%W", "cannot read")])
 def test_bad_share_is_one_line(tmp_path, value, msg):
-    from test_output_quirks import run_cli
+    from simhelpers import run_cli
 
     rc, _, err = run_cli([f"hardware.dram_bytes={value}", "tracking.enabled=false"], tmp_path)
     assert rc == 2 and len(err) == 1 and err[0].startswith("cluster-sim: error: hardware.dram_bytes: ") \

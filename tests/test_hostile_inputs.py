@@ -2,9 +2,7 @@
 checked before the simulation where it can be, and a failed run leaves no run folder behind."""
 from __future__ import annotations
 
-import contextlib
 import gzip
-import io
 import json
 import os
 import time
@@ -16,23 +14,9 @@ import pytest
 
 import cluster_sim
 from cluster_sim.errors import ConfigError
+from simhelpers import run_cli
 
 QUIET = ["tracking.enabled=false", "report.figures=false"]
-
-
-def run_cli(argv, cwd: Path):
-    """``cluster-sim`` in this process: (exit status, stdout, stderr lines)."""
-    from cluster_sim.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(list(argv))
-    finally:
-        os.chdir(old)
-    return rc, out.getvalue(), [ln for ln in err.getvalue().splitlines() if ln.strip()]
 
 
 def _subagents(depth: int) -> str:

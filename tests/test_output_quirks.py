@@ -2,32 +2,15 @@
 top-level keys, the sweep footer, first-run notices, compile time kept out of sim time."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import os
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from cluster_sim.units import lifetime_text
+from simhelpers import run_cli
 
 QUIET = ["tracking.enabled=false", "report.figures=false", "debug=default"]
-
-
-def run_cli(argv, cwd: Path):
-    from cluster_sim.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(list(argv))
-    finally:
-        os.chdir(old)
-    return rc, out.getvalue(), [ln for ln in err.getvalue().splitlines() if ln.strip()]
 
 
 @pytest.mark.parametrize("years,text", [
