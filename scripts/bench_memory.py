@@ -3,7 +3,6 @@
 
     python scripts/bench_memory.py                          # about 1 M requests
     python scripts/bench_memory.py --sessions 2600000       # about 10 M requests
-    python scripts/bench_memory.py --phases                 # RSS after each phase too
 
 Each measurement runs in a fresh child process, so its peak RSS
 (``resource.getrusage(RUSAGE_SELF).ru_maxrss``: the whole process, Python,

@@ -50,7 +50,6 @@ from ..cache.state import DRAM, HBM, NO_TIER, SSD
 from ..cost import CostModel
 from ..errors import ConfigError
 from ..metrics import NodeStats
-from ..trace.chunks import wide
 
 __all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports", "numba_available",
            "ensure_compiled", "compile_notice"]
@@ -136,10 +135,10 @@ def _warm_up() -> None:
     """Run the kernel once on a three-request branch (every tier, STATE payloads, trimming)."""
     from types import SimpleNamespace
 
-    parent = np.array([-1, 0, 1, 1], dtype=np.int64)
-    depth = np.array([1, 2, 3, 3], dtype=np.int64)
-    flat = np.array([0, 1, 2, 0, 1, 3, 0, 1, 2], dtype=np.int64)
-    anchor = np.array([0, 1, 2, 5], dtype=np.int64)
+    parent = np.array([-1, 0, 1, 1], dtype=np.int32)
+    depth = np.array([1, 2, 3, 3], dtype=np.int32)
+    flat = np.array([0, 1, 2, 0, 1, 3, 0, 1, 2], dtype=np.int32)
+    anchor = np.array([0, 1, 2, 5], dtype=np.int32)
     offsets = np.array([0, 3, 6, 9], dtype=np.int64)
     ssd = SimpleNamespace(ftl="ideal")
     hw = SimpleNamespace(hbm_cache_bytes=100, dram_bytes=150, ssd_bytes=300, ssd=ssd)
@@ -147,6 +146,21 @@ def _warm_up() -> None:
                             state_bytes_array=lambda pos: np.full(len(pos), 20, dtype=np.int64))
     node = CompiledNode(parent, depth, anchor, flat, 1, model, hw, "lru", cost=False)
     node.replay_raw(offsets, np.arange(3, dtype=np.int64), np.ones(3, dtype=bool))
+
+
+def _ids(a: np.ndarray) -> np.ndarray:
+    """The trace's chunk table as the kernel takes it: the trace's own array (int32 when its ids fit,
+    as :mod:`cluster_sim.trace.chunks` stores them, else int64), never a copy, as a read-only view
+    so that a trace from Ray's object store (read-only) and one built here have the same numba type
+    (one set of specialisations, compiled once per install)."""
+    a = np.asarray(a)
+    if a.dtype != np.int32 and a.dtype != np.int64:
+        a = a.astype(np.int64)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 class CompiledNode:
@@ -206,10 +220,7 @@ class CompiledNode:
             pin=np.full(2 * U, -1, dtype=np.int64), flags=np.zeros(2 * U, dtype=np.uint8),
             dcnt=np.zeros((3, U), dtype=np.int32), dany=np.zeros(U, dtype=np.int32),
             cred=np.zeros(U, dtype=np.int32), cred_any=np.zeros(U, dtype=np.int32), sb=sb,
-            parent=np.ascontiguousarray(wide(chunk_parent)),
-            depth=np.ascontiguousarray(wide(chunk_depth)),
-            anchor=np.ascontiguousarray(wide(chunk_anchor)),
-            flat=np.ascontiguousarray(wide(flat)),
+            parent=_ids(chunk_parent), depth=_ids(chunk_depth), anchor=_ids(chunk_anchor), flat=_ids(flat),
             log_p=np.zeros(int(log_capacity), dtype=np.int64), log_s=np.zeros(int(log_capacity), dtype=np.int64),
             heap_s=np.zeros(int(hcap.sum()), dtype=np.int64), heap_p=np.zeros(int(hcap.sum()), dtype=np.int64),
             hoff=np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64), hcap=hcap,
@@ -252,6 +263,7 @@ class CompiledNode:
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         counted = np.ascontiguousarray(counted, dtype=np.bool_)
         R = np.zeros((len(idx), J.N_R), dtype=np.int64)
+        offsets = _ids(offsets)
         j = 0
         while True:
             j = J.replay(self.S, offsets, idx, counted, j, R)
