@@ -1,7 +1,8 @@
 """The Ray backend: serving nodes as actors (the only simulation module that imports Ray).
 
 ``fleet.ray_workers`` actor processes each host one or more nodes
-(:class:`~cluster_sim.fleet.NodeRunner`; node ``i`` lives on worker ``i mod W``).
+(:class:`~cluster_sim.fleet.NodeRunner`; without feedback, nodes are placed on workers by the
+work routing gave them, :func:`place`; with ``kv_events``, node ``i`` lives on worker ``i mod W``).
 The chunked trace goes into the object store once and every actor maps it
 zero-copy; requests travel as index batches per epoch. Calls to one actor run
 in submission order, so an actor's nodes see their requests in trace order.
@@ -344,10 +345,27 @@ def _when(epoch) -> str:
     return f" during epoch {epoch}"
 
 
+def place(loads, workers: int) -> list[int]:
+    """The worker of each node: longest first onto the least loaded worker (ties: the lowest
+    index), so that the slowest worker, which sets the wall time, carries as little as it can.
+    ``loads``: each node's work (its chunk references, known once routing ran ahead). Every
+    worker gets a node when there are at least as many nodes; deterministic (decision 97)."""
+    loads = np.asarray(loads, dtype=np.float64)
+    where = [0] * len(loads)
+    total = [0.0] * workers
+    count = [0] * workers
+    for i in np.argsort(-loads, kind="stable").tolist():
+        j = min(range(workers), key=lambda w: (total[w], count[w], w))
+        where[i] = j
+        total[j] += float(loads[i])
+        count[j] += 1
+    return where
+
+
 class RayNodes:
     """The Ray backend behind the same interface as ``fleet.InProcessNodes``."""
 
-    def __init__(self, trace, cfg, futures, record_events, fail):
+    def __init__(self, trace, cfg, futures, record_events, fail, loads=None):
         ray = ensure_ray(cfg.fleet.ray_address, "fleet.ray_address",
                          (cfg.raw.get("ray") or {}).get("ship_package", "auto"))
         self.ray = ray
@@ -355,7 +373,7 @@ class RayNodes:
         w = min(cfg.fleet.ray_workers or k, k)
         self.workers = w
         self.fail = dict(fail)
-        self.where = [i % w for i in range(k)]
+        self.where = place(loads, w) if loads is not None else [i % w for i in range(k)]
         trace_ref = ray.put(trace)
         cls = _actor_class()
         self.actors = []
@@ -372,7 +390,8 @@ class RayNodes:
 
     @classmethod
     def factory(cls, cfg):
-        return lambda trace, c, futures, record_events, fail: cls(trace, c, futures, record_events, fail)
+        return lambda trace, c, futures, record_events, fail, loads=None: cls(trace, c, futures, record_events,
+                                                                              fail, loads)
 
     def submit(self, k: int, idx: np.ndarray, epoch: int):
         return (epoch, self.actors[self.where[k]].run.remote(k, idx, epoch))

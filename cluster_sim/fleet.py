@@ -199,7 +199,7 @@ class InProcessNodes:
     actor_processes = 0
     workers = 0
 
-    def __init__(self, trace, cfg, futures, record_events, fail):
+    def __init__(self, trace, cfg, futures, record_events, fail, loads=None):
         self.runners = [NodeRunner(trace, cfg, k, futures[k] if futures else None, record_events,
                                    fail.get(k)) for k in range(cfg.fleet.nodes)]
 
@@ -265,8 +265,12 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
     elif futures is None:
         raise ConfigError("policy", f"policy {cfg.policy.name!r} needs the node's future requests; "
                           "use fleet.sync=none (routing ahead)")
+    # each node's work when routing ran ahead (its chunk references): backends place nodes by it
+    loads = None
+    if not sync and n:
+        loads = np.bincount(assign, weights=np.diff(trace.offsets)[:n], minlength=k)
     setup_t = time.perf_counter()
-    nodes = (backend_factory or InProcessNodes)(trace, cfg, futures, sync, fail)
+    nodes = (backend_factory or InProcessNodes)(trace, cfg, futures, sync, fail, loads=loads)
     setup = time.perf_counter() - setup_t
     from .jit_timing import start as compile_timer
     jit = compile_timer()          # numba compiling a kernel on first use is not simulation time

@@ -110,3 +110,17 @@ def test_kv_aware_beats_round_robin_on_mooncake():
     assert kv["chunk_miss_ratio"] < rr["chunk_miss_ratio"]
     assert kv["ttft_p99_s"] <= 1.2 * rr["ttft_p99_s"]
     assert kv["wear_imbalance"] <= 1.5
+
+
+def test_ray_places_nodes_longest_first_on_the_least_loaded_worker():
+    """Decision 97: the wall time is the slowest worker's; round robin put 2x the work on one."""
+    from cluster_sim.distributed import place
+
+    assert place([10, 1, 1, 1, 1, 10], 2) == [0, 0, 1, 0, 1, 1]       # the two big ones apart, 12 : 12
+    loads = [9, 1, 8, 1, 7, 1, 1, 1]
+    where = place(loads, 2)
+    per = [sum(x for x, w in zip(loads, where) if w == j) for j in range(2)]
+    rr = [sum(x for i, x in enumerate(loads) if i % 2 == j) for j in range(2)]
+    assert max(per) == 15 and max(rr) == 25                               # LPT: 15 : 14; round robin 25 : 4
+    assert sorted(set(place([0, 0, 0, 5], 3))) == [0, 1, 2]               # every worker gets a node
+    assert place([3, 3, 3, 3], 2) == place([3, 3, 3, 3], 2)               # deterministic
