@@ -245,8 +245,11 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
             raise UserError(f"sweep point #{p.idx} ({' '.join(p.overrides) or 'no overrides'}): {e}") from e
 
     _name_points(points)
-    # Ray first: a cluster that cannot be joined fails here, before any MLflow run is opened
-    ray = _connect(ray_cfg.get("address", "local"), ray_cfg.get("ship_package", "auto")) if points else None
+    # Ray before MLflow: a cluster that cannot be joined fails here, leaving no store and no run.
+    # A resumed sweep reads the store first (which points are left), and joins Ray only if any is.
+    ray = None
+    if points and not sw_cfg.get("resume"):
+        ray = _connect(ray_cfg.get("address", "local"), ray_cfg.get("ship_package", "auto"))
     store = _Store(outcome)
     from .tracking import config_hash
     if tr_cfg.get("enabled"):
@@ -279,6 +282,9 @@ def _run_sweep(points: Sequence[Point], *, settings: Mapping, sweep_dir: str | o
             (skipped.append((p, r)) if r is not None else todo.append(p))
     else:
         todo = list(points)
+
+    if todo and ray is None:      # resumed: still before any run is opened
+        ray = _connect(ray_cfg.get("address", "local"), ray_cfg.get("ship_package", "auto"))
 
     parent = None
     parents = [r.data.tags.get("mlflow.parentRunId") for _, r in skipped if r.data.tags.get("mlflow.parentRunId")]

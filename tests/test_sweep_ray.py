@@ -85,6 +85,11 @@ def test_resume_runs_nothing_new(sweep):
     assert len([r for r in runs if r.data.tags.get("cluster_sim.kind") == "point"]) == 4
     assert len([r for r in runs if r.data.tags.get("cluster_sim.kind") == "sweep"]) == 1
     assert (d / "multirun" / "b" / "report" / "frontier.png").exists()     # outputs fetched from MLflow
+    # nothing left to run: no Ray at all (an address where nothing listens is never dialled)
+    p = cli("-m", "policy=lru,gandalf", "seed=0,1", *SMALL, *store(d), "sweep.resume=true", "ray.address=127.0.0.1:9",
+            f"hydra.sweep.dir={d}/multirun/c", cwd=d)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "0 finished, 0 failed, 4 skipped" in p.stdout
 
 
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path):
