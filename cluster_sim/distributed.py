@@ -313,6 +313,11 @@ def _actor_class():
         def __init__(self, trace, cfg, nodes: list, futures: dict, record_events: bool, fail: dict):
             self.runners = {k: NodeRunner(trace, cfg, k, futures.get(k), record_events, fail.get(k), hard_fail=True)
                             for k in nodes}
+            # this process's kernels, loaded (or compiled) while the fleet is set up, as the driver
+            # does before its clock starts: loading them is not simulation time
+            if any(r.engine == "numba" for r in self.runners.values()):
+                from . import engine as engines
+                engines.ensure_compiled()
 
         def pid(self) -> int:
             return os.getpid()

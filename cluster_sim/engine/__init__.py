@@ -158,6 +158,10 @@ def _ids(a: np.ndarray) -> np.ndarray:
         a = a.astype(np.int64)
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
+    return _readonly(a)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
@@ -260,8 +264,10 @@ class CompiledNode:
     def replay_raw(self, offsets: np.ndarray, idx: np.ndarray, counted: np.ndarray) -> np.ndarray:
         """The cache side of requests ``idx`` (in order): one row of ``_jit.R_*`` columns each."""
         J = self.J
-        idx = np.ascontiguousarray(idx, dtype=np.int64)
-        counted = np.ascontiguousarray(counted, dtype=np.bool_)
+        # read-only views, whatever the caller holds (Ray hands actors read-only arrays): one
+        # numba type, so the kernel the warm-up compiled is the one every call uses
+        idx = _readonly(np.ascontiguousarray(idx, dtype=np.int64))
+        counted = _readonly(np.ascontiguousarray(counted, dtype=np.bool_))
         R = np.zeros((len(idx), J.N_R), dtype=np.int64)
         offsets = _ids(offsets)
         j = 0
