@@ -328,11 +328,7 @@ def _actor_class():
         def run_span(self, k: int, idx: np.ndarray, epochs: np.ndarray) -> int:
             """Many epochs in one call: the node's requests ``idx`` (in trace order) with their
             epochs, replayed epoch by epoch exactly as one call per epoch would."""
-            r = self.runners[k]
-            cut = np.flatnonzero(np.diff(epochs)) + 1
-            for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(idx)]):
-                r.run(idx[a:b], int(epochs[a]))
-            return len(idx)
+            return self.runners[k].run_span(idx, epochs)
 
         def finish(self, k: int):
             return self.runners[k].finish()

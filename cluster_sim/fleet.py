@@ -137,6 +137,27 @@ class NodeRunner:
             return self.node.st.take_events()
         return None
 
+    def run_span(self, idx: np.ndarray, epochs: np.ndarray, tick=None, block: int | None = None) -> int:
+        """Many epochs at once (no feedback, ``fleet.sync=none``): the requests ``idx`` (in trace
+        order) with their epochs, with the results of one :meth:`run` per epoch. The compiled
+        engine replays them in calls of ``block`` requests (default: all in one), whatever the
+        epochs (its per-request rows do not depend on the call boundaries); the interpreted one,
+        and a node with an injected failure, epoch by epoch. ``tick(n)`` hears each call's
+        request count. Returns the number of requests."""
+        idx = np.asarray(idx, dtype=np.int64)
+        n = len(idx)
+        if self.engine == "numba" and self.fail_at_epoch is None:
+            b = n if block is None else max(1, int(block))
+            cuts = list(range(0, n, b)) + [n]
+        else:
+            cut = np.flatnonzero(np.diff(epochs)) + 1
+            cuts = [0, *cut.tolist(), n] if n else [0]
+        for a, b in zip(cuts, cuts[1:]):
+            self.run(idx[a:b], int(epochs[a]))
+            if tick is not None:
+                tick(b - a)
+        return n
+
     def _replay(self, node, idx: np.ndarray):
         """Process the trace requests ``idx`` on ``node``; per request (idx, h, m, SSD bytes written)."""
         tr = self.trace
@@ -205,6 +226,13 @@ class InProcessNodes:
 
     def submit(self, k: int, idx: np.ndarray, epoch: int):
         return self.runners[k].run(idx, epoch)
+
+    def submit_span(self, k: int, idx: np.ndarray, epochs: np.ndarray, tick=None, block: int | None = None):
+        """Node ``k``'s whole share (no feedback): replayed now, as :meth:`NodeRunner.run_span`."""
+        return self.runners[k].run_span(idx, epochs, tick, block)
+
+    def wait_span(self, k: int, handle) -> int:
+        return handle
 
     def wait(self, handles: list, epoch: int) -> list:
         """``handles``: [(node, handle)]; returns each call's result, in order."""
@@ -286,13 +314,26 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
             # no feedback: each node's whole share in as few calls as the backend allows (one per
             # node, distributed.RayNodes.submit_span); the node replays it epoch by epoch, as below
             starts = ends = np.zeros(0, dtype=np.int64)
-            calls = [(j, nodes.submit_span(j, idx, ep[idx])) for j in range(k)
-                     for idx in [np.flatnonzero(assign == j)] if len(idx)]
             done = 0
-            for j, handle in calls:
-                done += nodes.wait_span(j, handle)
-                if progress is not None:
-                    progress(done, n)
+            if not ahead:
+                # in this process: blocks of requests, so that a progress bar moves (a block's
+                # call costs what an epoch's did; a thousand of them per run at most)
+                def tick(d: int) -> None:
+                    nonlocal done
+                    done += d
+                    if progress is not None:
+                        progress(done, n)
+                for j in range(k):
+                    idx = np.flatnonzero(assign == j)
+                    if len(idx):
+                        nodes.submit_span(j, idx, ep[idx], tick=tick, block=max(128, n // 1000))
+            else:
+                calls = [(j, nodes.submit_span(j, idx, ep[idx])) for j in range(k)
+                         for idx in [np.flatnonzero(assign == j)] if len(idx)]
+                for j, handle in calls:
+                    done += nodes.wait_span(j, handle)
+                    if progress is not None:
+                        progress(done, n)
         for s_, e_ in zip(starts.tolist(), ends.tolist()):
             e = int(ep[s_])
             if sync:

@@ -164,7 +164,8 @@ def test_summary_json_is_strict_with_zero_denominators(tmp_path):
 
 @pytest.mark.parametrize("extra", [[], ["fleet.nodes=2"]])
 def test_progress_callback_counts_every_request(extra):
-    # the command line's progress bar is fed by run(..., progress=): epoch by epoch, up to the total
+    # the command line's progress bar is fed by run(..., progress=): epoch by epoch (blocks of requests on
+    # the compiled engine without feedback), up to the total
     seen = []
     s = cluster_sim.run(cluster_sim.compose(["workload.limit_requests=400", *extra]), write=False,
                         progress=lambda done, total: seen.append((done, total)))

@@ -124,3 +124,28 @@ def test_ray_places_nodes_longest_first_on_the_least_loaded_worker():
     assert max(per) == 15 and max(rr) == 25                               # LPT: 15 : 14; round robin 25 : 4
     assert sorted(set(place([0, 0, 0, 5], 3))) == [0, 1, 2]               # every worker gets a node
     assert place([3, 3, 3, 3], 2) == place([3, 3, 3, 3], 2)               # deterministic
+
+
+def test_a_span_replays_alike_in_any_blocks():
+    """NodeRunner.run_span (no feedback): one call, blocks of 7 requests, or epoch by epoch on the
+    interpreted engine: the same per-request series and statistics."""
+    from cluster_sim.api import prepare
+    from cluster_sim.config import SimConfig
+    from cluster_sim.fleet import NodeRunner, epochs_of
+
+    out = []
+    for engine, block in (("numba", None), ("numba", 7), ("python", None)):
+        cfg = SimConfig.from_mapping(cluster_sim.compose(["policy=lru", f"cache.engine={engine}"]))
+        trace = prepare(cfg)[0]
+        idx = np.arange(trace.n_requests, dtype=np.int64)
+        r = NodeRunner(trace, cfg, 0)
+        calls = []
+        assert r.run_span(idx, epochs_of(trace, 60.0), tick=calls.append, block=block) == len(idx)
+        assert sum(calls) == len(idx) and (block is None or len(calls) == -(-len(idx) // block))
+        stats, series = r.finish()
+        out.append((stats.chunk_misses, stats.ssd_bytes_written_fa, series))
+    for misses, wr, series in out[1:]:
+        assert (misses, wr) == out[0][:2]
+        for key, v in series.items():
+            assert np.array_equal(v, out[0][2][key]), key
+    assert out[0][0] > 0
