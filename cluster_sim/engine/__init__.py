@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +57,7 @@ __all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports
            "ensure_compiled", "compile_notice"]
 
 ENGINES = ("auto", "numba", "python")
-SUPPORTED_POLICIES = ("lru",)
+SUPPORTED_POLICIES = ("lru", "oracle_admission")
 _MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
 _TIER_KEYS = ("hbm", "dram", "ssd")
 EXPECTED_COMPILE_S = 40
@@ -133,7 +134,8 @@ def ensure_compiled(stream=None) -> float:
 
 
 def _warm_up() -> None:
-    """Run the kernel once on a three-request branch (every tier, STATE payloads, trimming)."""
+    """Run the kernel once on a three-request branch (every tier, STATE payloads, trimming), with
+    every compiled policy."""
     from types import SimpleNamespace
 
     parent = np.array([-1, 0, 1, 1], dtype=np.int64)
@@ -145,8 +147,24 @@ def _warm_up() -> None:
     hw = SimpleNamespace(hbm_cache_bytes=100, dram_bytes=150, ssd_bytes=300, ssd=ssd)
     model = SimpleNamespace(has_state=True, state_checkpoints="every_chunk", fa_bytes=lambda ct: 50,
                             state_bytes_array=lambda pos: np.full(len(pos), 20, dtype=np.int64))
-    node = CompiledNode(parent, depth, anchor, flat, 1, model, hw, "lru", cost=False)
-    node.replay_raw(offsets, np.arange(3, dtype=np.int64), np.ones(3, dtype=bool))
+    idx = np.arange(3, dtype=np.int64)
+    for policy in SUPPORTED_POLICIES:
+        # one compiled replay serves every policy (a runtime policy id over the same state types);
+        # each policy runs once so that none compiles a specialisation after the clock starts
+        node = CompiledNode(parent, depth, anchor, flat, 1, model, hw, policy, cost=False)
+        if node.needs_future:
+            node.set_future(offsets, flat)
+            node.set_labels(np.array([7], dtype=np.int64), np.zeros(1, dtype=np.uint8))
+            node.S.M[node.J.M_LOG_OUT] = 1
+        node.replay_raw(offsets, idx, np.ones(3, dtype=bool))
+
+
+def _last_per_key(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique keys, the value last given to each), as successive ``dict`` updates leave it."""
+    if not len(keys):
+        return keys.astype(np.int64), vals.astype(np.uint8)
+    u, first_rev = np.unique(keys[::-1], return_index=True)
+    return u.astype(np.int64), vals[::-1][first_rev].astype(np.uint8)
 
 
 class CompiledNode:
@@ -154,11 +172,27 @@ class CompiledNode:
 
     def __init__(self, chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens: int, model, hardware,
                  policy: str, *, node_index: int = 0, cost=True, log_capacity: int = 1 << 14,
-                 heap_capacity: int = 1024):
+                 heap_capacity: int = 1024, params=None, future_idx=None):
+        """``params``: the policy's parameters (its ``Params`` instance or a mapping; defaults when
+        None). ``future_idx``: the trace requests this node will be given, in order, for the
+        hindsight policy (``oracle_admission``): its passes run at the first :meth:`replay`."""
         from . import _jit as J
 
         if policy not in SUPPORTED_POLICIES:
             raise ConfigError("cache.engine", f"policy {policy!r} is not compiled yet")
+        from ..policies.base import parse_params, policy_class
+        if params is None or isinstance(params, Mapping):
+            params = parse_params(policy, dict(params or {}))
+        self.params = params
+        self._args = (chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens, model, hardware, policy)
+        self._kw = {"node_index": node_index, "log_capacity": log_capacity, "heap_capacity": heap_capacity,
+                    "params": params}
+        self.future_idx = None if future_idx is None else np.asarray(future_idx, dtype=np.int64)
+        self.needs_future = bool(policy_class(policy).needs_future)
+        self._passes_pending = self.needs_future
+        self.pk_extra: dict = {}
+        self.S_room = 0
+        self._has_future = False
         self.J = J
         self.model = model
         self.hw = hardware
@@ -185,7 +219,7 @@ class CompiledNode:
         M[J.M_HAS_STATE] = int(has_state)
         M[J.M_MODE] = _MODES[model.state_checkpoints] if has_state else 0
         M[J.M_SHORT] = -1
-        M[J.M_POLICY] = J.POLICY_LRU
+        M[J.M_POLICY] = {"lru": J.POLICY_LRU, "oracle_admission": J.POLICY_ORACLE_ADM}[policy]
         # Candidate heaps: after a compaction a heap holds each valid candidate once, at most the
         # payloads resident in its tier, which never exceed the tier's capacity plus what one
         # request adds before its overflow is resolved (its own payloads, or one demoted batch).
@@ -214,14 +248,128 @@ class CompiledNode:
             heap_s=np.zeros(int(hcap.sum()), dtype=np.int64), heap_p=np.zeros(int(hcap.sum()), dtype=np.int64),
             hoff=np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64), hcap=hcap,
             hn=np.zeros(3, dtype=np.int64), wpos=np.zeros(3, dtype=np.int64),
-            wfront=np.full(3, -1, dtype=np.int64))
+            wfront=np.full(3, -1, dtype=np.int64), **self._policy_arrays(U, bound))
         self.stats = NodeStats()
         self.busy_until = 0.0
+
+    def _policy_arrays(self, U: int, bound: list) -> dict:
+        """The policy's part of the state (arrays of length 1 where it has no use for them)."""
+        J = self.J
+        one_i = np.zeros(1, dtype=np.int64)
+        one_u = np.zeros(1, dtype=np.uint8)
+        out = {"PK": np.zeros(J.N_PK, dtype=np.int64), "adm_key": one_i, "pflag": one_u,
+               "nxt": np.zeros((2, 1), dtype=np.int64), "fut_off": one_i, "fut_nfa": one_i, "fut_nst": one_i,
+               "lab_k": one_i, "lab_v": one_u, "out_k": one_i, "out_v": one_u}
+        if self.policy_name == "oracle_admission":
+            out["adm_key"] = np.full(2 * U, -1, dtype=np.int64)
+            out["pflag"] = np.zeros(2 * U, dtype=np.uint8)
+            # copies that may leave the SSD in one request: those it holds, and a request's worth
+            room = int(bound[SSD]) + 64
+            self.S_room = room
+            out["out_k"] = np.zeros(2 * room, dtype=np.int64)
+            out["out_v"] = np.zeros(2 * room, dtype=np.uint8)
+        return out
+
+    # ---- oracle_admission: the node's stream and the hindsight passes
+    def set_future(self, offsets: np.ndarray, flat: np.ndarray, tables=None) -> tuple:
+        """Give the node its whole request stream (``flat[offsets[j]:offsets[j+1]]`` = its j-th
+        request's path), as ``policies.oracle_admission`` gets ``ctx.future``. Returns the next-use
+        tables, reusable by another node with the same stream."""
+        from ..policies.oracle import next_use_tables
+
+        J = self.J
+        if tables is None:
+            offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+            first_fa, nfa, first_st, _, nst, _ = next_use_tables(offsets, np.asarray(flat), self.n_chunks, self.model,
+                                                                 "path", "path")
+            tables = (offsets, np.ascontiguousarray(first_fa, dtype=np.int64),
+                      np.ascontiguousarray(first_st, dtype=np.int64), np.ascontiguousarray(nfa, dtype=np.int64),
+                      np.ascontiguousarray(nst, dtype=np.int64))
+        offsets, first_fa, first_st, nfa, nst = tables
+        self.S = self.S._replace(nxt=np.stack([first_fa, first_st]), fut_off=offsets, fut_nfa=nfa, fut_nst=nst)
+        self.S.M[J.M_NFUT] = len(offsets) - 1
+        self.S.M[J.M_OUTROOM] = self.S_room
+        self._has_future = True
+        return tables
+
+    def set_labels(self, keys: np.ndarray | None, vals: np.ndarray | None) -> None:
+        """Earlier passes' outcomes (sorted unique event keys, 1 = used from the SSD); None: pass 1."""
+        J = self.J
+        if keys is None or not len(keys):
+            self.S.M[J.M_HAS_LABELS] = 0
+            return
+        self.S = self.S._replace(lab_k=np.ascontiguousarray(keys, dtype=np.int64),
+                                 lab_v=np.ascontiguousarray(vals, dtype=np.uint8))
+        self.S.M[J.M_HAS_LABELS] = 1
+
+    def outcomes(self) -> tuple[np.ndarray, np.ndarray]:
+        """This pass's admission events and whether each copy served a reuse from the SSD (the
+        last outcome of each event; copies still resident count as they stand), as
+        ``OracleAdmissionPolicy.hindsight_outcomes``: (sorted unique keys, values)."""
+        J, S = self.J, self.S
+        n = int(S.M[J.M_OUTN])
+        live = np.flatnonzero(S.adm_key >= 0)
+        keys = np.concatenate([S.out_k[:n], S.adm_key[live]])
+        vals = np.concatenate([S.out_v[:n], (S.pflag[live] & 1).astype(np.uint8)])
+        return _last_per_key(keys, vals)
+
+    def _hindsight_passes(self, trace) -> None:
+        """``NodeRunner._hindsight_passes`` of the reference: replay the node's stream ``passes - 1``
+        times (or to a fixed point) on fresh nodes, each told the outcomes of the earlier ones."""
+        J = self.J
+        self._passes_pending = False
+        if self.future_idx is None:
+            raise ConfigError("policy", f"policy {self.policy_name!r} needs the node's future requests, "
+                              "which only exist when routing runs ahead (fleet.sync=none)")
+        fidx = self.future_idx
+        lens = (trace.offsets[1:] - trace.offsets[:-1])[fidx]
+        offs = np.zeros(len(fidx) + 1, dtype=np.int64)
+        np.cumsum(lens, out=offs[1:])
+        starts = trace.offsets[fidx]
+        flat = trace.flat[np.repeat(starts - offs[:-1], lens) + np.arange(offs[-1], dtype=np.int64)]
+        tables = self.set_future(offs, flat)
+        total = int(self.params.passes)
+        if total <= 1:
+            return
+        lab_k = np.zeros(0, dtype=np.int64)
+        lab_v = np.zeros(0, dtype=np.uint8)
+        passes = 1
+        converged = False
+        counted = trace.counted[fidx]
+        for _ in range(total - 1):
+            room = None
+            while True:
+                node = CompiledNode(*self._args, cost=False, **self._kw)
+                node.set_future(None, None, tables)
+                if room is not None:
+                    node.S = node.S._replace(out_k=np.zeros(room, dtype=np.int64), out_v=np.zeros(room, dtype=np.uint8))
+                node.set_labels(lab_k if passes > 1 else None, lab_v)
+                node.S.M[J.M_LOG_OUT] = 1
+                node.replay_raw(trace.offsets, fidx, counted)
+                if not node.S.M[J.M_OUT_OVERFLOW]:
+                    break
+                room = 2 * len(node.S.out_k)        # the log filled inside a request: again, larger
+            k, v = node.outcomes()
+            passes += 1
+            lab_k, lab_v = _last_per_key(np.concatenate([lab_k, k]), np.concatenate([lab_v, v]))
+            if bool(np.all(v)):
+                converged = True          # nothing written went unused: this rule is its own fixed point
+                break
+        self.set_labels(lab_k, lab_v)
+        self.pk_extra = {"passes": passes, "converged": int(converged)}
 
     # ---- the kernel, with growth between requests
     def _grow(self) -> None:
         J, S = self.J, self.S
         g = int(S.M[J.M_GROW])
+        if g & J.GROW_OUT:
+            n = 2 * len(S.out_k)
+            k = int(S.M[J.M_OUTN])
+            ok = np.zeros(n, dtype=np.int64)
+            ov = np.zeros(n, dtype=np.uint8)
+            ok[:k] = S.out_k[:k]
+            ov[:k] = S.out_v[:k]
+            S = S._replace(out_k=ok, out_v=ov)
         if g & J.GROW_LOG:
             n = 2 * len(S.log_p)
             lp = np.zeros(n, dtype=np.int64)
@@ -249,6 +397,8 @@ class CompiledNode:
     def replay_raw(self, offsets: np.ndarray, idx: np.ndarray, counted: np.ndarray) -> np.ndarray:
         """The cache side of requests ``idx`` (in order): one row of ``_jit.R_*`` columns each."""
         J = self.J
+        if self.needs_future and not self._has_future:
+            raise ValueError(f"{self.policy_name} needs the node's future request stream (set_future)")
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         counted = np.ascontiguousarray(counted, dtype=np.bool_)
         R = np.zeros((len(idx), J.N_R), dtype=np.int64)
@@ -265,6 +415,8 @@ class CompiledNode:
         the columns of ``fleet.SNAP``, load latency, TTFT), as the fleet's per-epoch tables and
         the request table want them (``fleet.NodeRunner._replay`` on the reference)."""
         J = self.J
+        if self._passes_pending:
+            self._hindsight_passes(trace)
         idx = np.asarray(idx, dtype=np.int64)
         counted = trace.counted[idx] if counted is None else np.asarray(counted, dtype=bool)
         R = self.replay_raw(trace.offsets, idx, counted)
@@ -345,9 +497,18 @@ class CompiledNode:
         s.ssd_admissions_state = K[J.K_ADM_STATE]
         s.ssd_admissions_hit_fa = K[J.K_ADM_HIT_FA]
         s.ssd_admissions_hit_state = K[J.K_ADM_HIT_STATE]
-        s.policy = {f"policy.{self.policy_name}.dram_victims_demoted": K[J.K_DRAM_DEMOTED],
-                    f"policy.{self.policy_name}.dram_victims_dropped": K[J.K_DRAM_DROPPED]}
+        s.policy = {f"policy.{self.policy_name}.{k}": v for k, v in self.counters().items()}
         return s
+
+    def counters(self) -> dict:
+        """The policy's counters, as its interpreted ``counters()`` reports them."""
+        J, S = self.J, self.S
+        K, PK = S.K.tolist(), S.PK.tolist()
+        if self.policy_name == "oracle_admission":
+            return {"admitted": PK[J.PK_ADMITTED], "rejected_never_used": PK[J.PK_NEVER_USED],
+                    "rejected_unused_before": PK[J.PK_UNUSED_BEFORE], "forced_writes": PK[J.PK_FORCED],
+                    **self.pk_extra}
+        return {"dram_victims_demoted": K[J.K_DRAM_DEMOTED], "dram_victims_dropped": K[J.K_DRAM_DROPPED]}
 
     # ---- introspection (tests, bench)
     def residency(self) -> np.ndarray:

@@ -33,14 +33,19 @@ from numba import njit
 HBM, DRAM, SSD = 0, 1, 2
 NO_TIER = -1
 DROP, DEMOTE = 0, 1
+DECIDE = 2           # a walk's action: ask the policy per victim (_decide), as lru_select(action=callable)
 MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
-POLICY_LRU = 0
+POLICY_LRU, POLICY_ORACLE_ADM = 0, 1
 
 # meta
 (M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
  M_MODE, M_COUNTING, M_SHORT, M_POLICY, M_GROW, M_WR, M_LEFT0, M_LEFT1, M_LEFT2, M_LEFTN0, M_LEFTN1,
- M_LEFTN2) = range(24)
-N_META = 24          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+ M_LEFTN2, M_NFUT, M_OUTN, M_OUTROOM, M_HAS_LABELS, M_LOG_OUT, M_OUT_OVERFLOW) = range(30)
+N_META = 30          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+# M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
+# admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
+# when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
+# passes; not the counted one), M_OUT_OVERFLOW: 1 = the log filled inside a request (the pass is redone)
 # counters
 (K_WR_FA, K_WR_STATE, K_ADM_FA, K_ADM_STATE, K_ADM_HIT_FA, K_ADM_HIT_STATE, K_DRAM_DEMOTED,
  K_DRAM_DROPPED, K_LOG_COMPACTIONS, K_HEAP_COMPACTIONS) = range(10)
@@ -49,16 +54,29 @@ N_COUNTERS = 10
 (R_H, R_R, R_M, R_N_HBM, R_N_DRAM, R_N_SSD, R_Q_TIER, R_DRAM_B, R_SSD_B, R_SKIPPED, R_WR,
  R_USED0, R_USED1, R_USED2, R_LEFT0, R_LEFT1, R_LEFT2, R_LEFTN2, R_ADM, R_ADM_HIT) = range(20)
 N_R = 20             # R_USED* .. R_ADM_HIT: the node's state after the request (fleet.SNAP)
+# policy counters (PK): oracle_admission
+PK_ADMITTED, PK_NEVER_USED, PK_UNUSED_BEFORE, PK_FORCED = range(4)
+N_PK = 8
 # grow requests (bits of M[M_GROW])
 GROW_LOG = 1
 GROW_HEAP = (2, 4, 8)
+GROW_OUT = 16
 
 F_ADM, F_HIT = 1, 2
 
 EngineState = namedtuple("EngineState", [
     "M", "K", "res", "stamp", "pin", "flags", "dcnt", "dany", "cred", "cred_any", "sb",
     "parent", "depth", "anchor", "flat", "log_p", "log_s", "heap_s", "heap_p", "hoff", "hcap", "hn",
-    "wpos", "wfront"])
+    "wpos", "wfront",
+    # policy state (arrays of length 1 when the policy has no use for them)
+    "PK",         # the policy's counters (PK_*)
+    "adm_key",    # oracle_admission: admission event of each SSD copy (-1: none)
+    "pflag",      # oracle_admission: bit 0 = this SSD copy served a reuse from the SSD
+    "nxt",        # oracle_admission: [0, c] next request using chunk c's FA, [1, c] its STATE
+    "fut_off", "fut_nfa", "fut_nst",   # oracle_admission: the node's stream, next use per reference
+    "lab_k", "lab_v",                  # oracle_admission: earlier passes' outcomes (sorted keys)
+    "out_k", "out_v",                  # oracle_admission: this pass's outcomes, in order (M_OUTN)
+])
 
 
 @njit(cache=True, inline="always")
@@ -232,6 +250,100 @@ def _pop(S, t):
         return -1, -1
 
 
+# ---------------------------------------------------------------------------- policy hooks
+@njit(cache=True, inline="always")
+def _next_use(S, p):
+    """oracle_admission: the next request of the node's stream using payload ``p`` (M_NFUT: none)."""
+    return S.nxt[p & 1, p >> 1]
+
+
+@njit(cache=True, inline="always")
+def _event(S, p):
+    """oracle_admission: the admission event of ``p`` now, (payload, its next use) as one key."""
+    return p * (S.M[M_NFUT] + 1) + S.nxt[p & 1, p >> 1]
+
+
+@njit(cache=True, inline="always")
+def _ssd_enter(S, p):
+    """``p`` got an SSD copy (``on_enter(SSD, p)``)."""
+    if S.M[M_POLICY] == POLICY_ORACLE_ADM:
+        S.adm_key[p] = _event(S, p)
+        S.pflag[p] = 0
+
+
+@njit(cache=True, inline="always")
+def _ssd_leave(S, p):
+    """``p``'s SSD copy left (``on_leave(SSD, p)``): oracle_admission logs the event's outcome."""
+    if S.M[M_POLICY] == POLICY_ORACLE_ADM:
+        k = S.adm_key[p]
+        if k >= 0:
+            S.adm_key[p] = -1
+            if S.M[M_LOG_OUT] != 0:
+                n = S.M[M_OUTN]
+                if n == len(S.out_k):
+                    S.M[M_OUT_OVERFLOW] = 1      # the wrapper redoes this pass with a larger log
+                else:
+                    S.out_k[n] = k
+                    S.out_v[n] = S.pflag[p] & 1
+                    S.M[M_OUTN] = n + 1
+
+
+@njit(cache=True, inline="always")
+def _oracle_why_not(S, p):
+    """oracle_admission's ``_why_not``: -1 (write DRAM victim ``p``: it has a valid SSD copy, or
+    nothing says its copy goes unused), PK_NEVER_USED or PK_UNUSED_BEFORE."""
+    if (S.res[p] & 4) != 0:
+        return -1
+    if _next_use(S, p) >= S.M[M_NFUT]:
+        return PK_NEVER_USED
+    if S.M[M_HAS_LABELS] != 0:
+        k = _event(S, p)
+        i = np.searchsorted(S.lab_k, k)
+        if i < len(S.lab_k) and S.lab_k[i] == k and S.lab_v[i] == 0:
+            return PK_UNUSED_BEFORE
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _decide(S, t, p):
+    """The policy's action for victim ``p`` of tier ``t`` under a DECIDE walk."""
+    return DEMOTE if _oracle_why_not(S, p) < 0 else DROP
+
+
+@njit(cache=True, inline="always")
+def _on_access(S, path, h, q):
+    """The policy's ``on_access`` (after the match, pins and touches, before the load)."""
+    if S.M[M_POLICY] == POLICY_ORACLE_ADM:
+        res = S.res
+        for k in range(h):
+            p = 2 * path[k]
+            if (res[p] & 7) == 4:
+                S.pflag[p] |= 1
+        if q >= 0 and (res[q] & 7) == 4:
+            S.pflag[q] |= 1
+        a = S.fut_off[S.M[M_SEQ] - 1]
+        for k in range(len(path)):
+            c = path[k]
+            S.nxt[0, c] = S.fut_nfa[a + k]
+            S.nxt[1, c] = S.fut_nst[a + k]
+
+
+@njit(cache=True)
+def _tally_dram(S, vict, acts):
+    """oracle_admission's counters of a DRAM selection (before it is carried out)."""
+    for i in range(len(vict)):
+        p = vict[i]
+        if (S.res[p] & 4) != 0:
+            continue
+        why = _oracle_why_not(S, p)
+        if acts[i] == DROP:
+            S.PK[why] += 1
+        elif why < 0:
+            S.PK[PK_ADMITTED] += 1
+        else:
+            S.PK[PK_FORCED] += 1
+
+
 # ---------------------------------------------------------------------------- tier moves
 @njit(cache=True, inline="always")
 def _add_copy(S, t, p):
@@ -250,6 +362,8 @@ def _add_copy(S, t, p):
             if was == 0:
                 S.dany[y] += 1
     _note_enter(S, t, p)
+    if t == SSD:
+        _ssd_enter(S, p)
 
 
 @njit(cache=True, inline="always")
@@ -294,8 +408,10 @@ def _remove(S, t, p, close):
     S.M[M_LEFT0 + t] += sz
     S.M[M_LEFTN0 + t] += 1
     freed = sz
-    if close and t == SSD:
-        _close_ssd(S, p)
+    if t == SSD:
+        _ssd_leave(S, p)
+        if close:
+            _close_ssd(S, p)
     if (p & 1) == 0:
         c = p >> 1
         a = S.anchor[c]
@@ -317,8 +433,10 @@ def _remove(S, t, p, close):
                         S.M[M_LEFTN0 + tt] += 1
                         if tt == t:
                             freed += qs
-                        if close and tt == SSD:
-                            _close_ssd(S, q)
+                        if tt == SSD:
+                            _ssd_leave(S, q)
+                            if close:
+                                _close_ssd(S, q)
                 S.res[q] = 0
     return freed
 
@@ -372,8 +490,10 @@ def _remove_bits(S, t, p, close):
     S.M[M_USED0 + t] -= sz
     S.M[M_LEFT0 + t] += sz
     S.M[M_LEFTN0 + t] += 1
-    if close and t == SSD:
-        _close_ssd(S, p)
+    if t == SSD:
+        _ssd_leave(S, p)
+        if close:
+            _close_ssd(S, p)
     if (p & 1) == 0 and now == 0:
         q = p | 1
         sr = S.res[q]
@@ -384,8 +504,10 @@ def _remove_bits(S, t, p, close):
                     S.M[M_USED0 + tt] -= qs
                     S.M[M_LEFT0 + tt] += qs
                     S.M[M_LEFTN0 + tt] += 1
-                    if close and tt == SSD:
-                        _close_ssd(S, q)
+                    if tt == SSD:
+                        _ssd_leave(S, q)
+                        if close:
+                            _close_ssd(S, q)
             S.res[q] = 0
         return 2
     return 1
@@ -428,6 +550,9 @@ def _add_many(S, t, ps):
         _batch_anc(S, t, cs, born, 1)
     for p in ps:
         _note_enter(S, t, p)
+    if t == SSD:
+        for p in ps:
+            _ssd_enter(S, p)
 
 
 @njit(cache=True, inline="always")
@@ -448,18 +573,25 @@ def _action(S, t):
     if t == HBM:
         return DEMOTE if (M[M_CAP1] > 0 or M[M_CAP2] > 0) else DROP
     if t == DRAM:
-        return DEMOTE if M[M_CAP2] > 0 else DROP
+        if M[M_CAP2] <= 0:
+            return DROP
+        return DECIDE if M[M_POLICY] == POLICY_ORACLE_ADM else DEMOTE
     return DROP
 
 
 @njit(cache=True, inline="always")
-def _walk(S, t, need, action, out):
+def _walk(S, t, need, action, out, acts):
     """The constrained victim walk: candidates of tier ``t`` in key order, skipping pinned
     payloads, FA copies with descendants left in the tier (leaf-first; the chain credits of
     the victims already chosen count as gone) and last copies whose chunk has resident
     descendants (prefix closure); stops once ``need`` bytes are chosen. Appends the victims to
     ``out`` and returns True; or, atomically, returns False with nothing chosen (the queue as
-    it was) and the shortfall in ``M[M_SHORT]``."""
+    it was) and the shortfall in ``M[M_SHORT]``.
+
+    ``action`` is DROP, DEMOTE or DECIDE: the policy's admission rule per victim (:func:`_decide`,
+    ``lru_select(action=callable, drop_fallback=DEMOTE)``): a victim it would drop whose last copy
+    may not go (prefix closure) is demoted instead of passed over. Each victim's action is
+    appended to ``acts``."""
     bit = _bit(t)
     dropping_all = action == DROP or t == SSD
     seq = S.M[M_SEQ]
@@ -484,6 +616,9 @@ def _walk(S, t, need, action, out):
             skip_s.append(s)
             skip_p.append(p)
             continue
+        a = action
+        if action == DECIDE:
+            a = _decide(S, t, p)
         if (p & 1) == 0:
             c = p >> 1
             d = dcnt[t, c]
@@ -491,13 +626,16 @@ def _walk(S, t, need, action, out):
                 skip_s.append(s)
                 skip_p.append(p)
                 continue
-            drop_last = dropping_all and res[p] == bit
+            drop_last = (dropping_all or a == DROP) and res[p] == bit
             if drop_last:
                 da = dany[c]
                 if da != 0 and da != cred_any[c]:
-                    skip_s.append(s)
-                    skip_p.append(p)
-                    continue
+                    if action != DECIDE:
+                        skip_s.append(s)
+                        skip_p.append(p)
+                        continue
+                    a = DEMOTE          # drop_fallback: the victims stay exactly LRU's
+                    drop_last = False
             par = parent[c]
             if par >= 0:
                 # credit the nearest ancestor in the tier with this chunk's whole tier-subtree
@@ -512,6 +650,7 @@ def _walk(S, t, need, action, out):
                     cred_any[par] += 1 + dany[c]
         take_s.append(s)
         out.append(p)
+        acts.append(a)
         freed += _psize(S, p)
     for y in credited:
         cred[y] = 0
@@ -524,6 +663,7 @@ def _walk(S, t, need, action, out):
             _heap_push(S, t, skip_s[i], skip_p[i])
         while len(out) > start:
             out.pop()
+            acts.pop()
         S.M[M_SHORT] = need - freed
         return False
     for i in range(len(skip_s)):
@@ -583,7 +723,8 @@ def _room_ssd(S, need):
             return True
         S.M[M_SHORT] = -1
         vict = [np.int64(0) for _ in range(0)]
-        if not _walk(S, SSD, need, DROP, vict):
+        acts = [np.int64(0) for _ in range(0)]
+        if not _walk(S, SSD, need, DROP, vict, acts):
             return False
         before = S.M[M_USED2]
         _drop_all(S, SSD, vict)
@@ -609,13 +750,31 @@ def _room_dram(S, need):
             return True
         S.M[M_SHORT] = -1
         vict = [np.int64(0) for _ in range(0)]
-        if not _walk(S, DRAM, need, act, vict):
+        acts = [np.int64(0) for _ in range(0)]
+        if not _walk(S, DRAM, need, act, vict, acts):
             return False
+        before = S.M[M_USED1]
+        if act == DECIDE:
+            # per-victim actions: the demotions first, then the drops still in DRAM (NodeSim._make_room)
+            _tally_dram(S, vict, acts)
+            dem = [np.int64(0) for _ in range(0)]
+            drp = [np.int64(0) for _ in range(0)]
+            for i in range(len(vict)):
+                if acts[i] == DEMOTE:
+                    dem.append(vict[i])
+                else:
+                    drp.append(vict[i])
+            if len(dem) and not _demote_to_ssd(S, dem, DRAM):
+                S.M[M_SHORT] = -1
+                return False
+            if len(drp):
+                _drop_all(S, DRAM, drp)
+            need -= before - S.M[M_USED1]
+            continue
         if act == DEMOTE:
             S.K[K_DRAM_DEMOTED] += len(vict)
         else:
             S.K[K_DRAM_DROPPED] += len(vict)
-        before = S.M[M_USED1]
         if act == DEMOTE:
             if not _demote_to_ssd(S, vict, DRAM):
                 S.M[M_SHORT] = -1
@@ -645,7 +804,8 @@ def _room_hbm(S, need):
             return True
         S.M[M_SHORT] = -1
         vict = [np.int64(0) for _ in range(0)]
-        if not _walk(S, HBM, need, act, vict):
+        acts = [np.int64(0) for _ in range(0)]
+        if not _walk(S, HBM, need, act, vict, acts):
             return False
         before = S.M[M_USED0]
         if dest == DRAM:
@@ -779,6 +939,8 @@ def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
                 if was == 0:
                     n_born += 1
                 _note_enter(S, t, p)
+                if t == SSD:
+                    _ssd_enter(S, p)
     S.M[M_USED0 + t] += n_add * S.M[M_FAB]
 
 
@@ -849,6 +1011,8 @@ def _step(S, path, counting, R, j):
         _touch(S, 2 * path[k])
     if q >= 0:
         _touch(S, q)
+    if M[M_POLICY] != POLICY_LRU:
+        _on_access(S, path, h, q)
     entry = M[M_ENTRY]
     states = [np.int64(0) for _ in range(0)]
     # 4. load
@@ -896,6 +1060,8 @@ def _step(S, path, counting, R, j):
             res[qq] |= _bit(t)
             M[M_USED0 + t] += _psize(S, qq)
             _note_enter(S, t, qq)
+            if t == SSD:
+                _ssd_enter(S, qq)
         if M[M_USED0 + t] > M[M_CAP0 + t]:
             # deepest last: by position, FA before STATE at the same position
             order = [np.int64(0) for _ in range(0)]
@@ -962,6 +1128,8 @@ def replay(S, offsets, idx, counted, j0, R):
                 _heap_compact(S, t)
                 if 4 * S.hn[t] > S.hcap[t]:
                     M[M_GROW] |= 2 << t
+        if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > len(S.out_k):
+            M[M_GROW] |= GROW_OUT
         if M[M_GROW] != 0:
             return j
         _step(S, S.flat[a:b], 1 if counted[j] else 0, R, j)
