@@ -30,6 +30,7 @@ COMPILED = [p for p in SUPPORTED_POLICIES if p != "lru"]
 #: each compiled policy with the parameter values its random cases draw from
 PARAMS = {
     "oracle_admission": {"passes": [1, 2, 3, 4]},
+    "write_through_selective": {"threshold": [1, 2, 3]},
 }
 
 
@@ -130,6 +131,10 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, model_name):
     if policy == "oracle_admission":
         assert pol["admitted"] > 0 and pol["rejected_never_used"] > 0 and pol["passes"] > 1
         assert pol["rejected_unused_before"] + pol["converged"] > 0
+    elif policy.startswith("write_through"):
+        assert pol["ssd_writes_requested"] > 0 and pol["dram_victims_on_ssd"] > 0 and pol["ssd_victims"] > 0
+        if policy == "write_through_selective":
+            assert pol["dram_victims_dropped"] > 0
 
 
 @pytest.mark.parametrize("policy", COMPILED)
@@ -151,3 +156,41 @@ def test_whole_runs_are_identical_on_both_engines(policy, over):
     assert a.epoch_table.equals(b.epoch_table)
     assert a.request_table.equals(b.request_table)
     assert a.fleet["ssd_bytes_written_fa"] > 0
+
+
+def _small_stream(seed):
+    """60 requests over 6 chunk names (branches and resumes), random tiers of a few payloads."""
+    rng = np.random.default_rng(seed)
+    model = MODELS[["llama3_1_70b", "qwen3_next_80b_a3b"][seed % 2]]
+    if model.has_state:
+        model = dataclasses.replace(model, state_checkpoints=["last", "last_and_branch", "every_chunk"][seed % 3])
+    paths = []
+    for _ in range(60):
+        if paths and rng.random() < 0.6:
+            b = paths[int(rng.integers(len(paths)))]
+            p = b[:int(rng.integers(0, len(b) + 1))] + [int(x) for x in rng.integers(1, 7, size=int(rng.integers(0, 4)))]
+        else:
+            p = [int(x) for x in rng.integers(1, 7, size=int(rng.integers(1, 6)))]
+        paths.append(p)
+    fab = model.fa_bytes(16)
+    sb = int(model.state_bytes_array(np.array([16]))[0]) if model.has_state else fab
+    caps = [int(rng.uniform(0.3, 4) * (fab + sb)) for _ in range(3)]
+    return trace_from_paths(paths, chunk_tokens=16), model, _hw(caps)
+
+
+@pytest.mark.parametrize("seed", [50, 103, 123])
+def test_forced_writes_of_the_gated_walk_are_identical(seed):
+    # streams found (by search) where gated_select demotes rejected DRAM victims whose descendants
+    # must keep their prefix: the forced writes, and the retried candidates around them
+    tr, model, hw = _small_stream(seed)
+    a, b = run_both(tr, "write_through", {}, model, hw)
+    assert_same(a, b)
+    assert a[0].policy["policy.write_through.forced_writes"] > 0
+
+
+@pytest.mark.parametrize("policy", COMPILED)
+@pytest.mark.parametrize("seed", range(0, 40, 3))
+def test_small_streams_are_identical(policy, seed):
+    tr, model, hw = _small_stream(seed)
+    params = {"threshold": 2} if policy == "write_through_selective" else {}
+    assert_same(*run_both(tr, policy, params, model, hw))

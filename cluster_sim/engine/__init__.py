@@ -29,12 +29,15 @@ lower tier could not absorb, trimming a request's own payloads deepest first) is
 too. A policy supplies only its ordering key (the queue yields a tier's resident payloads in
 increasing key order; ``lru``'s key is the logical-clock stamp of the last touch, fed from the
 touch log with a heap for copies that enter a tier after the walker passed their stamp) and its
-admission rule (``_jit._action``). Only ``lru`` runs on it in this version; the other policies
-stay on the interpreted path (``supports``).
+admission rule (``_jit._action``; per victim, ``_jit._decide`` / ``_jit._admit``). The policies
+compiled (``SUPPORTED_POLICIES``) are a run-time id (``M[M_POLICY]``) with their own arrays in the
+state and hooks where the node calls the interpreted policy (``_jit._on_access``, ``_jit._enter``,
+``_jit._ssd_leave``); their counters are reported under the interpreted ``counters()`` names
+(docs/decisions.md 83-86). The others stay on the interpreted path (``supports``).
 
 What the compiled engine does not model yet falls back to the interpreted node under
 ``cache.engine=auto`` and is an error under ``cache.engine=numba`` (:func:`resolve`): policies
-other than ``lru``, the greedy flash translation layer (``hardware.ssd.ftl=greedy``, which
+not in ``SUPPORTED_POLICIES``, the greedy flash translation layer (``hardware.ssd.ftl=greedy``, which
 consumes each SSD write and trim in order) and ``fleet.sync=kv_events`` (stored / removed chunk
 events for the router) — docs/decisions.md 67-69.
 """
@@ -57,7 +60,7 @@ __all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports
            "ensure_compiled", "compile_notice"]
 
 ENGINES = ("auto", "numba", "python")
-SUPPORTED_POLICIES = ("lru", "oracle_admission")
+SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective")
 _MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
 _TIER_KEYS = ("hbm", "dram", "ssd")
 EXPECTED_COMPILE_S = 40
@@ -219,7 +222,10 @@ class CompiledNode:
         M[J.M_HAS_STATE] = int(has_state)
         M[J.M_MODE] = _MODES[model.state_checkpoints] if has_state else 0
         M[J.M_SHORT] = -1
-        M[J.M_POLICY] = {"lru": J.POLICY_LRU, "oracle_admission": J.POLICY_ORACLE_ADM}[policy]
+        M[J.M_POLICY] = {"lru": J.POLICY_LRU, "oracle_admission": J.POLICY_ORACLE_ADM,
+                         "write_through": J.POLICY_WRITE_THROUGH,
+                         "write_through_selective": J.POLICY_WRITE_THROUGH}[policy]
+        M[J.M_THRESH] = int(getattr(params, "threshold", 1))
         # Candidate heaps: after a compaction a heap holds each valid candidate once, at most the
         # payloads resident in its tier, which never exceed the tier's capacity plus what one
         # request adds before its overflow is resolved (its own payloads, or one demoted batch).
@@ -259,7 +265,15 @@ class CompiledNode:
         one_u = np.zeros(1, dtype=np.uint8)
         out = {"PK": np.zeros(J.N_PK, dtype=np.int64), "adm_key": one_i, "pflag": one_u,
                "nxt": np.zeros((2, 1), dtype=np.int64), "fut_off": one_i, "fut_nfa": one_i, "fut_nst": one_i,
-               "lab_k": one_i, "lab_v": one_u, "out_k": one_i, "out_v": one_u}
+               "lab_k": one_i, "lab_v": one_u, "out_k": one_i, "out_v": one_u,
+               "hcount": one_i, "pseq": one_i, "aq": one_i, "wkey": one_i}
+        if self.policy_name in ("write_through", "write_through_selective"):
+            out["hcount"] = np.zeros(2 * U, dtype=np.int64)
+            out["pseq"] = np.full(2 * U, -1, dtype=np.int64)
+            out["wkey"] = np.full(U, -1, dtype=np.int64)
+            # writes asked for in one request step: at most the payloads entering DRAM or reused in
+            # it (each once while pending); twice the most seen is kept free before each request
+            out["aq"] = np.zeros(max(64, int(bound[HBM]) + int(bound[DRAM]) + 64), dtype=np.int64)
         if self.policy_name == "oracle_admission":
             out["adm_key"] = np.full(2 * U, -1, dtype=np.int64)
             out["pflag"] = np.zeros(2 * U, dtype=np.uint8)
@@ -362,6 +376,8 @@ class CompiledNode:
     def _grow(self) -> None:
         J, S = self.J, self.S
         g = int(S.M[J.M_GROW])
+        if g & J.GROW_AQ:
+            S = S._replace(aq=np.zeros(max(2 * len(S.aq), 2 * int(S.M[J.M_AQMAX])), dtype=np.int64))
         if g & J.GROW_OUT:
             n = 2 * len(S.out_k)
             k = int(S.M[J.M_OUTN])
@@ -508,6 +524,12 @@ class CompiledNode:
             return {"admitted": PK[J.PK_ADMITTED], "rejected_never_used": PK[J.PK_NEVER_USED],
                     "rejected_unused_before": PK[J.PK_UNUSED_BEFORE], "forced_writes": PK[J.PK_FORCED],
                     **self.pk_extra}
+        if self.policy_name in ("write_through", "write_through_selective"):
+            return {"ssd_writes_requested": PK[J.PK_REQUESTED], "hits_counted": PK[J.PK_HITS_COUNTED],
+                    "dram_victims_written": PK[J.PK_WRITTEN], "dram_victims_written_bytes": PK[J.PK_WRITTEN_B],
+                    "dram_victims_on_ssd": PK[J.PK_ON_SSD], "dram_victims_dropped": PK[J.PK_DROPPED],
+                    "dram_victims_dropped_bytes": PK[J.PK_DROPPED_B], "forced_writes": PK[J.PK_FORCED_N],
+                    "forced_write_bytes": PK[J.PK_FORCED_B], "ssd_victims": PK[J.PK_SSD_VICTIMS]}
         return {"dram_victims_demoted": K[J.K_DRAM_DEMOTED], "dram_victims_dropped": K[J.K_DRAM_DROPPED]}
 
     # ---- introspection (tests, bench)

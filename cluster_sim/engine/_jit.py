@@ -25,6 +25,7 @@ the tier). The walk (:func:`_walk`) is the one constrained victim selection.
 """
 from __future__ import annotations
 
+import heapq
 from collections import namedtuple
 
 import numpy as np
@@ -34,18 +35,22 @@ HBM, DRAM, SSD = 0, 1, 2
 NO_TIER = -1
 DROP, DEMOTE = 0, 1
 DECIDE = 2           # a walk's action: ask the policy per victim (_decide), as lru_select(action=callable)
+GATE, GATE_FORCE = 3, 4   # a walk's action: write_through.gated_select (strict, forced pass)
+FORCED = 5           # a victim's action: demoted although the policy rejected it (a forced write)
 MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
-POLICY_LRU, POLICY_ORACLE_ADM = 0, 1
+POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH = 0, 1, 2
 
 # meta
 (M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
  M_MODE, M_COUNTING, M_SHORT, M_POLICY, M_GROW, M_WR, M_LEFT0, M_LEFT1, M_LEFT2, M_LEFTN0, M_LEFTN1,
- M_LEFTN2, M_NFUT, M_OUTN, M_OUTROOM, M_HAS_LABELS, M_LOG_OUT, M_OUT_OVERFLOW) = range(30)
-N_META = 30          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+ M_LEFTN2, M_NFUT, M_OUTN, M_OUTROOM, M_HAS_LABELS, M_LOG_OUT, M_OUT_OVERFLOW, M_THRESH, M_AQN,
+ M_AQMAX) = range(33)
+N_META = 33          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
 # M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
 # admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
 # when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
-# passes; not the counted one), M_OUT_OVERFLOW: 1 = the log filled inside a request (the pass is redone)
+# passes; not the counted one), M_OUT_OVERFLOW: 1 = the log filled inside a request (the pass is redone);
+# M_THRESH: write_through's hit_count threshold, M_AQN / M_AQMAX: SSD writes queued now / at most in a request
 # counters
 (K_WR_FA, K_WR_STATE, K_ADM_FA, K_ADM_STATE, K_ADM_HIT_FA, K_ADM_HIT_STATE, K_DRAM_DEMOTED,
  K_DRAM_DROPPED, K_LOG_COMPACTIONS, K_HEAP_COMPACTIONS) = range(10)
@@ -56,11 +61,15 @@ N_COUNTERS = 10
 N_R = 20             # R_USED* .. R_ADM_HIT: the node's state after the request (fleet.SNAP)
 # policy counters (PK): oracle_admission
 PK_ADMITTED, PK_NEVER_USED, PK_UNUSED_BEFORE, PK_FORCED = range(4)
-N_PK = 8
+# policy counters (PK): write_through(_selective), the VictimTally of gated_select and the requests
+(PK_REQUESTED, PK_HITS_COUNTED, PK_WRITTEN, PK_WRITTEN_B, PK_ON_SSD, PK_DROPPED, PK_DROPPED_B, PK_FORCED_N,
+ PK_FORCED_B, PK_SSD_VICTIMS) = range(4, 14)
+N_PK = 16
 # grow requests (bits of M[M_GROW])
 GROW_LOG = 1
 GROW_HEAP = (2, 4, 8)
 GROW_OUT = 16
+GROW_AQ = 32
 
 F_ADM, F_HIT = 1, 2
 
@@ -76,6 +85,10 @@ EngineState = namedtuple("EngineState", [
     "fut_off", "fut_nfa", "fut_nst",   # oracle_admission: the node's stream, next use per reference
     "lab_k", "lab_v",                  # oracle_admission: earlier passes' outcomes (sorted keys)
     "out_k", "out_v",                  # oracle_admission: this pass's outcomes, in order (M_OUTN)
+    "hcount",     # write_through: HiCache's hit_count per payload
+    "pseq",       # write_through: the request whose step asked for this payload's SSD write (pending)
+    "aq",         # write_through: SSD writes asked for and not yet done, in order (M_AQN)
+    "wkey",       # gated walk: per chunk, the key of its FA candidate waiting for descendants (-1: none)
 ])
 
 
@@ -264,11 +277,38 @@ def _event(S, p):
 
 
 @njit(cache=True, inline="always")
-def _ssd_enter(S, p):
-    """``p`` got an SSD copy (``on_enter(SSD, p)``)."""
-    if S.M[M_POLICY] == POLICY_ORACLE_ADM:
-        S.adm_key[p] = _event(S, p)
-        S.pflag[p] = 0
+def _enter(S, t, p):
+    """``p`` got a copy in tier ``t`` (the policy's ``on_enter(t, p)``, after the residency bits)."""
+    pol = S.M[M_POLICY]
+    if pol == POLICY_ORACLE_ADM:
+        if t == SSD:
+            S.adm_key[p] = _event(S, p)
+            S.pflag[p] = 0
+    elif pol == POLICY_WRITE_THROUGH:
+        # creation sets hit_count to 1; entering DRAM without an SSD copy at the threshold asks
+        # for the write; entering the SSD is that write (no longer pending)
+        r = S.res[p]
+        if r == _bit(t):
+            S.hcount[p] = 1
+        if t == DRAM:
+            if (r & 4) == 0 and S.M[M_CAP2] > 0 and S.hcount[p] >= S.M[M_THRESH]:
+                _request_write(S, p)
+        elif t == SSD:
+            S.pseq[p] = -1
+
+
+@njit(cache=True, inline="always")
+def _request_write(S, p):
+    """``ctx.request_ssd_admission(p)`` once per request step (pending: ``pseq[p]`` = this request)."""
+    seq = S.M[M_SEQ]
+    if S.pseq[p] != seq:
+        S.pseq[p] = seq
+        S.PK[PK_REQUESTED] += 1
+        n = S.M[M_AQN]
+        if n == len(S.aq):       # room is made before each request (replay): never in the hot path
+            raise RuntimeError("cluster_sim engine: admission queue full")
+        S.aq[n] = p
+        S.M[M_AQN] = n + 1
 
 
 @njit(cache=True, inline="always")
@@ -326,6 +366,56 @@ def _on_access(S, path, h, q):
             c = path[k]
             S.nxt[0, c] = S.fut_nfa[a + k]
             S.nxt[1, c] = S.fut_nst[a + k]
+    elif S.M[M_POLICY] == POLICY_WRITE_THROUGH:
+        # every reused payload's hit_count goes up; one in DRAM without an SSD copy that reaches
+        # the threshold asks for its write
+        n = h + (1 if q >= 0 else 0)
+        for k in range(n):
+            p = 2 * path[k] if k < h else q
+            S.hcount[p] += 1
+        S.PK[PK_HITS_COUNTED] += n
+        if S.M[M_CAP2] > 0 and S.M[M_CAP1] > 0:
+            thr = S.M[M_THRESH]
+            for k in range(n):
+                p = 2 * path[k] if k < h else q
+                if S.hcount[p] >= thr and (S.res[p] & 6) == 2:
+                    _request_write(S, p)
+
+
+@njit(cache=True, inline="always")
+def _admit(S, t, p):
+    """A gated walk's admission of DRAM victim ``p`` without a valid SSD copy (write_through: its
+    write was asked for in this request step and is still queued)."""
+    return S.pseq[p] == S.M[M_SEQ]
+
+
+@njit(cache=True, inline="always")
+def _defer(S, t, p):
+    """A gated walk considers ``p`` only once every other candidate has been (none here)."""
+    return False
+
+
+@njit(cache=True)
+def _tally_gated(S, t, vict, acts):
+    """``VictimTally.add`` of a gated selection (before it is carried out)."""
+    if t != DRAM:
+        S.PK[PK_SSD_VICTIMS] += len(vict)
+        return
+    for i in range(len(vict)):
+        p = vict[i]
+        sz = _psize(S, p)
+        if acts[i] != DROP and S.M[M_CAP2] > 0:
+            if (S.res[p] & 4) != 0:
+                S.PK[PK_ON_SSD] += 1
+            elif acts[i] == FORCED:
+                S.PK[PK_FORCED_N] += 1
+                S.PK[PK_FORCED_B] += sz
+            else:
+                S.PK[PK_WRITTEN] += 1
+                S.PK[PK_WRITTEN_B] += sz
+        else:
+            S.PK[PK_DROPPED] += 1
+            S.PK[PK_DROPPED_B] += sz
 
 
 @njit(cache=True)
@@ -362,8 +452,7 @@ def _add_copy(S, t, p):
             if was == 0:
                 S.dany[y] += 1
     _note_enter(S, t, p)
-    if t == SSD:
-        _ssd_enter(S, p)
+    _enter(S, t, p)
 
 
 @njit(cache=True, inline="always")
@@ -550,9 +639,9 @@ def _add_many(S, t, ps):
         _batch_anc(S, t, cs, born, 1)
     for p in ps:
         _note_enter(S, t, p)
-    if t == SSD:
+    if S.M[M_POLICY] != POLICY_LRU:
         for p in ps:
-            _ssd_enter(S, p)
+            _enter(S, t, p)
 
 
 @njit(cache=True, inline="always")
@@ -572,6 +661,8 @@ def _action(S, t):
     M = S.M
     if t == HBM:
         return DEMOTE if (M[M_CAP1] > 0 or M[M_CAP2] > 0) else DROP
+    if M[M_POLICY] == POLICY_WRITE_THROUGH:
+        return GATE
     if t == DRAM:
         if M[M_CAP2] <= 0:
             return DROP
@@ -586,55 +677,109 @@ def _walk(S, t, need, action, out, acts):
     the victims already chosen count as gone) and last copies whose chunk has resident
     descendants (prefix closure); stops once ``need`` bytes are chosen. Appends the victims to
     ``out`` and returns True; or, atomically, returns False with nothing chosen (the queue as
-    it was) and the shortfall in ``M[M_SHORT]``.
+    it was) and the shortfall in ``M[M_SHORT]``. Each victim's action goes to ``acts``.
 
-    ``action`` is DROP, DEMOTE or DECIDE: the policy's admission rule per victim (:func:`_decide`,
-    ``lru_select(action=callable, drop_fallback=DEMOTE)``): a victim it would drop whose last copy
-    may not go (prefix closure) is demoted instead of passed over. Each victim's action is
-    appended to ``acts``."""
+    ``action``: DROP or DEMOTE (every victim); DECIDE (``lru_select(action=callable,
+    drop_fallback=DEMOTE)``): the policy's :func:`_decide` per victim, and a victim it would drop
+    whose last copy may not go (prefix closure) is demoted instead of passed over; GATE or
+    GATE_FORCE (``write_through.gated_select``): in DRAM with an SSD a victim is demoted when it
+    has a valid SSD copy or the policy admits it (:func:`_admit`), else dropped.
+
+    The gated walk is the one extension of the walk (its semantics differ from lru_select's, so
+    they are flags here rather than a second walk): a candidate the policy defers
+    (:func:`_defer`) is considered only once the queue is exhausted, in the order seen; a
+    candidate skipped for descendants (leaf-first, or prefix closure) waits on its chunk
+    (``wkey``) and is retried, before the next queue entry, as soon as a chosen victim credits
+    that chunk; a rejected DRAM candidate whose drop would break prefix closure is demoted
+    anyway (FORCED) when a descendant lives on the SSD, or with GATE_FORCE (the second pass
+    the DRAM cascade runs when the strict one fails), and waits otherwise."""
     bit = _bit(t)
+    gated = action >= GATE
+    force = action == GATE_FORCE
+    gate = gated and t == DRAM and S.M[M_CAP2] > 0
     dropping_all = action == DROP or t == SSD
     seq = S.M[M_SEQ]
     res, pin, dcnt, dany = S.res, S.pin, S.dcnt, S.dany
-    cred, cred_any, parent = S.cred, S.cred_any, S.parent
+    cred, cred_any, parent, wkey = S.cred, S.cred_any, S.parent, S.wkey
     skip_s = [np.int64(0) for _ in range(0)]
     skip_p = [np.int64(0) for _ in range(0)]
     take_s = [np.int64(0) for _ in range(0)]
     credited = [np.int64(0) for _ in range(0)]
     credited_any = [np.int64(0) for _ in range(0)]
+    waited = [np.int64(0) for _ in range(0)]
+    ready = [(np.int64(0), np.int64(0)) for _ in range(0)]
+    later_s = [np.int64(0) for _ in range(0)]
+    later_p = [np.int64(0) for _ in range(0)]
+    li = 0
+    phase = 0
     freed = 0
     prev = -1
     start = len(out)
     while freed < need:
-        s, p = _pop(S, t)
-        if p < 0:
-            break
-        if p == prev:
-            continue            # a duplicate entry of the candidate just seen: same verdict
-        prev = p
+        if len(ready):
+            s, p = heapq.heappop(ready)
+        else:
+            s = np.int64(-1)
+            p = np.int64(-1)
+            if phase == 0:
+                s, p = _pop(S, t)
+                if p < 0:
+                    if not gated:
+                        break
+                    phase = 1
+                elif p == prev:
+                    continue        # a duplicate entry of the candidate just seen: same verdict
+                else:
+                    prev = p
+            if p < 0:
+                if li >= len(later_p):
+                    break
+                s = later_s[li]
+                p = later_p[li]
+                li += 1
         if pin[p] == seq:
             skip_s.append(s)
             skip_p.append(p)
             continue
+        if gated and phase == 0 and _defer(S, t, p):
+            later_s.append(s)
+            later_p.append(p)
+            continue
+        r = res[p]
+        c = p >> 1
+        d = 0
+        if (p & 1) == 0:
+            d = dcnt[t, c]
+            if d != 0 and d != cred[c]:
+                if gated:
+                    wkey[c] = s
+                    waited.append(c)
+                else:
+                    skip_s.append(s)
+                    skip_p.append(p)
+                continue
         a = action
         if action == DECIDE:
             a = _decide(S, t, p)
+        elif gated:
+            a = DEMOTE if gate and ((r & 4) != 0 or _admit(S, t, p)) else DROP
         if (p & 1) == 0:
-            c = p >> 1
-            d = dcnt[t, c]
-            if d != 0 and d != cred[c]:
-                skip_s.append(s)
-                skip_p.append(p)
-                continue
-            drop_last = (dropping_all or a == DROP) and res[p] == bit
+            drop_last = (dropping_all or a == DROP) and r == bit
             if drop_last:
                 da = dany[c]
                 if da != 0 and da != cred_any[c]:
-                    if action != DECIDE:
+                    if action == DECIDE:
+                        a = DEMOTE          # drop_fallback: the victims stay exactly LRU's
+                    elif gate and (force or dcnt[SSD, c] != 0):
+                        a = FORCED          # an admitted descendant on the SSD needs this prefix
+                    elif gated:
+                        wkey[c] = s
+                        waited.append(c)
+                        continue
+                    else:
                         skip_s.append(s)
                         skip_p.append(p)
                         continue
-                    a = DEMOTE          # drop_fallback: the victims stay exactly LRU's
                     drop_last = False
             par = parent[c]
             if par >= 0:
@@ -644,10 +789,16 @@ def _walk(S, t, need, action, out, acts):
                     if cred[y] == 0:
                         credited.append(y)
                     cred[y] += 1 + d
+                    if gated and wkey[y] >= 0:
+                        heapq.heappush(ready, (wkey[y], 2 * y))
+                        wkey[y] = -1
                 if drop_last:
                     if cred_any[par] == 0:
                         credited_any.append(par)
                     cred_any[par] += 1 + dany[c]
+                    if gated and wkey[par] >= 0:
+                        heapq.heappush(ready, (wkey[par], 2 * par))
+                        wkey[par] = -1
         take_s.append(s)
         out.append(p)
         acts.append(a)
@@ -656,6 +807,19 @@ def _walk(S, t, need, action, out, acts):
         cred[y] = 0
     for y in credited_any:
         cred_any[y] = 0
+    if gated:
+        # what still waits, what was made ready but not reached, what was deferred and not reached
+        for c in waited:
+            if wkey[c] >= 0:
+                skip_s.append(wkey[c])
+                skip_p.append(2 * c)
+                wkey[c] = -1
+        for e in ready:
+            skip_s.append(e[0])
+            skip_p.append(e[1])
+        for i in range(li, len(later_p)):
+            skip_s.append(later_s[i])
+            skip_p.append(later_p[i])
     if freed < need:
         for i in range(len(take_s)):
             _heap_push(S, t, take_s[i], out[start + i])
@@ -724,7 +888,11 @@ def _room_ssd(S, need):
         S.M[M_SHORT] = -1
         vict = [np.int64(0) for _ in range(0)]
         acts = [np.int64(0) for _ in range(0)]
-        if not _walk(S, SSD, need, DROP, vict, acts):
+        act = _action(S, SSD)
+        ok = _walk(S, SSD, need, act, vict, acts)
+        if act == GATE:
+            _tally_gated(S, SSD, vict, acts)
+        if not ok:
             return False
         before = S.M[M_USED2]
         _drop_all(S, SSD, vict)
@@ -751,16 +919,22 @@ def _room_dram(S, need):
         S.M[M_SHORT] = -1
         vict = [np.int64(0) for _ in range(0)]
         acts = [np.int64(0) for _ in range(0)]
-        if not _walk(S, DRAM, need, act, vict, acts):
+        ok = _walk(S, DRAM, need, act, vict, acts)
+        if not ok and act == GATE and S.M[M_CAP2] > 0:
+            ok = _walk(S, DRAM, need, GATE_FORCE, vict, acts)   # select_gated's forced pass
+        if act == GATE:
+            _tally_gated(S, DRAM, vict, acts)
+        if not ok:
             return False
         before = S.M[M_USED1]
-        if act == DECIDE:
+        if act == DECIDE or act == GATE:
             # per-victim actions: the demotions first, then the drops still in DRAM (NodeSim._make_room)
-            _tally_dram(S, vict, acts)
+            if act == DECIDE:
+                _tally_dram(S, vict, acts)
             dem = [np.int64(0) for _ in range(0)]
             drp = [np.int64(0) for _ in range(0)]
             for i in range(len(vict)):
-                if acts[i] == DEMOTE:
+                if acts[i] != DROP and S.M[M_CAP2] > 0:
                     dem.append(vict[i])
                 else:
                     drp.append(vict[i])
@@ -829,6 +1003,34 @@ def _make_room(S, t, need):
     if t == DRAM:
         return _room_dram(S, need)
     return _room_ssd(S, need)
+
+
+@njit(cache=True)
+def _drain_writes(S):
+    """``NodeSim._drain_admissions``: the SSD writes asked for, in order (room is made on the SSD
+    first; a payload already on the SSD, or no longer resident, is skipped)."""
+    M = S.M
+    while M[M_AQN] > 0:
+        n = M[M_AQN]
+        if n > M[M_AQMAX]:
+            M[M_AQMAX] = n
+        ps = S.aq[:n].copy()
+        M[M_AQN] = 0
+        if M[M_CAP2] <= 0:
+            continue
+        for p in ps:
+            r = S.res[p]
+            if r == 0 or (r & 4) != 0:
+                continue
+            need = M[M_USED2] + _psize(S, p) - M[M_CAP2]
+            if need > 0:
+                M[M_SHORT] = -1
+                if not _room_ssd(S, need):
+                    continue
+            if S.res[p] == 0:
+                continue
+            _count_ssd_write(S, p)
+            _add_copy(S, SSD, p)
 
 
 @njit(cache=True, inline="always")
@@ -924,6 +1126,8 @@ def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
     res = S.res
     n_add = 0
     n_born = 0
+    hooks = S.M[M_POLICY] != POLICY_LRU
+    added = [np.int64(0) for _ in range(0)]
     for i in range(len(path) - 1, -1, -1):
         c = path[i]
         if n_add:
@@ -939,9 +1143,11 @@ def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
                 if was == 0:
                     n_born += 1
                 _note_enter(S, t, p)
-                if t == SSD:
-                    _ssd_enter(S, p)
+                if hooks:
+                    added.append(p)
     S.M[M_USED0 + t] += n_add * S.M[M_FAB]
+    for i in range(len(added) - 1, -1, -1):
+        _enter(S, t, added[i])          # root first, as CacheState.add_path_fa tells its listeners
 
 
 @njit(cache=True, inline="always")
@@ -1013,6 +1219,8 @@ def _step(S, path, counting, R, j):
         _touch(S, q)
     if M[M_POLICY] != POLICY_LRU:
         _on_access(S, path, h, q)
+        if M[M_AQN] > 0:
+            _drain_writes(S)
     entry = M[M_ENTRY]
     states = [np.int64(0) for _ in range(0)]
     # 4. load
@@ -1034,6 +1242,7 @@ def _step(S, path, counting, R, j):
                 res[q] |= bit
                 M[M_USED0 + entry] += _psize(S, q)
                 _note_enter(S, entry, q)
+                _enter(S, entry, q)
                 order.append(q)
             if M[M_USED0 + entry] > M[M_CAP0 + entry]:
                 _resolve_or_trim(S, entry, order, False, path, q, states)
@@ -1060,8 +1269,7 @@ def _step(S, path, counting, R, j):
             res[qq] |= _bit(t)
             M[M_USED0 + t] += _psize(S, qq)
             _note_enter(S, t, qq)
-            if t == SSD:
-                _ssd_enter(S, qq)
+            _enter(S, t, qq)
         if M[M_USED0 + t] > M[M_CAP0 + t]:
             # deepest last: by position, FA before STATE at the same position
             order = [np.int64(0) for _ in range(0)]
@@ -1085,6 +1293,8 @@ def _step(S, path, counting, R, j):
         skipped = (m - r) * fab
         for k in pos:
             skipped += _psize(S, 2 * path[k - 1] + 1)
+    if M[M_AQN] > 0:
+        _drain_writes(S)          # after on_insert, as NodeSim._insert_new
     R[j, R_H] = h
     R[j, R_R] = r
     R[j, R_M] = m
@@ -1130,6 +1340,8 @@ def replay(S, offsets, idx, counted, j0, R):
                     M[M_GROW] |= 2 << t
         if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > len(S.out_k):
             M[M_GROW] |= GROW_OUT
+        if 2 * M[M_AQMAX] > len(S.aq):
+            M[M_GROW] |= GROW_AQ
         if M[M_GROW] != 0:
             return j
         _step(S, S.flat[a:b], 1 if counted[j] else 0, R, j)
