@@ -23,6 +23,7 @@ from cluster_sim.config import HardwareConfig
 from cluster_sim.engine import SUPPORTED_POLICIES, CompiledNode
 from cluster_sim.fleet import NodeRunner
 from cluster_sim.policies.base import parse_params
+from conftest import MOONCAKE, needs_mooncake
 from simhelpers import trace_from_paths
 from test_engine import MODELS, SCALAR, workloads
 
@@ -194,3 +195,24 @@ def test_small_streams_are_identical(policy, seed):
     tr, model, hw = _small_stream(seed)
     params = {"threshold": 2} if policy == "write_through_selective" else {}
     assert_same(*run_both(tr, policy, params, model, hw))
+
+
+def test_auto_runs_the_compiled_policies_on_numba():
+    from cluster_sim import engine as engines
+    hw = [HardwareConfig.from_mapping({})]
+    for policy in COMPILED:
+        assert engines.resolve("auto", policy, hw, False) == "numba"
+        assert engines.resolve("auto", policy, hw, True) == "python"          # fleet.sync=kv_events
+
+
+@needs_mooncake
+@pytest.mark.parametrize("policy", COMPILED)
+def test_whole_mooncake_run_is_identical_on_both_engines(policy):
+    over = ["workload=mooncake", f"workload.path={MOONCAKE}", "cache.chunk_tokens=512",
+            "hardware.dram_bytes=26GB", "hardware.ssd_bytes=263GB", f"policy={policy}"]
+    a = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=python"]), write=False)
+    b = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=numba"]), write=False)
+    assert b.run["engine"] == "numba"
+    assert {k: v for k, v in a.fleet.items() if not k.startswith("sim_")} == \
+        {k: v for k, v in b.fleet.items() if not k.startswith("sim_")}
+    assert a.epoch_table.equals(b.epoch_table)

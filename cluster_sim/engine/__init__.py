@@ -255,34 +255,65 @@ class CompiledNode:
             hoff=np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64), hcap=hcap,
             hn=np.zeros(3, dtype=np.int64), wpos=np.zeros(3, dtype=np.int64),
             wfront=np.full(3, -1, dtype=np.int64), **self._policy_arrays(U, bound))
+        self._seg_len = {k: 0 for k in self._SEGMENTS}
+        self._repack(**self._seg_init)
+        del self._seg_init
         self.stats = NodeStats()
         self.busy_until = 0.0
 
+    # the policy's segments of PX, in order, and their offsets in M
+    _SEGMENTS = ("A", "B", "NFA", "NST", "W", "FOFF", "FNFA", "FNST", "LAB", "OUT", "AQ")
+
     def _policy_arrays(self, U: int, bound: list) -> dict:
-        """The policy's part of the state (arrays of length 1 where it has no use for them)."""
+        """The policy's part of the state: one int64 array ``PX`` of segments (empty where the
+        policy has no use for them): ``A`` per payload (oracle_admission: the admission event of
+        its SSD copy, -1 none; write_through: hit_count), ``B`` per payload (write_through: the
+        request that asked for its write), ``NFA`` / ``NST`` per chunk (oracle_admission: next use
+        of the FA / STATE), ``W`` per chunk (the gated walk's waiting keys), ``FOFF`` / ``FNFA`` /
+        ``FNST`` (oracle_admission: the node's stream, next use per reference), ``LAB`` (earlier
+        passes' outcomes, sorted ``2 * event + used``), ``OUT`` (this pass's, in order), ``AQ``
+        (write_through: SSD writes asked for, in order)."""
         J = self.J
-        one_i = np.zeros(1, dtype=np.int64)
-        one_u = np.zeros(1, dtype=np.uint8)
-        out = {"PK": np.zeros(J.N_PK, dtype=np.int64), "adm_key": one_i, "pflag": one_u,
-               "nxt": np.zeros((2, 1), dtype=np.int64), "fut_off": one_i, "fut_nfa": one_i, "fut_nst": one_i,
-               "lab_k": one_i, "lab_v": one_u, "out_k": one_i, "out_v": one_u,
-               "hcount": one_i, "pseq": one_i, "aq": one_i, "wkey": one_i}
-        if self.policy_name in ("write_through", "write_through_selective"):
-            out["hcount"] = np.zeros(2 * U, dtype=np.int64)
-            out["pseq"] = np.full(2 * U, -1, dtype=np.int64)
-            out["wkey"] = np.full(U, -1, dtype=np.int64)
+        z = np.zeros(0, dtype=np.int64)
+        seg = {k: z for k in self._SEGMENTS}
+        if self.policy_name == "oracle_admission":
+            seg["A"] = np.full(2 * U, -1, dtype=np.int64)
+            # copies that may leave the SSD in one request: those it holds, and a request's worth
+            self.S_room = int(bound[SSD]) + 64
+            seg["OUT"] = np.zeros(2 * self.S_room, dtype=np.int64)
+        elif self.policy_name in ("write_through", "write_through_selective"):
+            seg["A"] = np.zeros(2 * U, dtype=np.int64)
+            seg["B"] = np.full(2 * U, -1, dtype=np.int64)
+            seg["W"] = np.full(U, -1, dtype=np.int64)
             # writes asked for in one request step: at most the payloads entering DRAM or reused in
             # it (each once while pending); twice the most seen is kept free before each request
-            out["aq"] = np.zeros(max(64, int(bound[HBM]) + int(bound[DRAM]) + 64), dtype=np.int64)
-        if self.policy_name == "oracle_admission":
-            out["adm_key"] = np.full(2 * U, -1, dtype=np.int64)
-            out["pflag"] = np.zeros(2 * U, dtype=np.uint8)
-            # copies that may leave the SSD in one request: those it holds, and a request's worth
-            room = int(bound[SSD]) + 64
-            self.S_room = room
-            out["out_k"] = np.zeros(2 * room, dtype=np.int64)
-            out["out_v"] = np.zeros(2 * room, dtype=np.uint8)
-        return out
+            seg["AQ"] = np.zeros(max(64, int(bound[HBM]) + int(bound[DRAM]) + 64), dtype=np.int64)
+        self._seg_init = seg
+        return {"PX": np.zeros(0, dtype=np.int64)}
+
+    def _seg(self, name: str) -> np.ndarray:
+        """Segment ``name`` of PX (a view)."""
+        J, S = self.J, self.S
+        o = int(S.M[getattr(J, "M_O_" + name)])
+        n = int(self._seg_len[name])
+        return S.PX[o:o + n]
+
+    def _repack(self, **new) -> None:
+        """Rebuild PX with the segments given replaced (the others kept as they are)."""
+        J = self.J
+        cur = {k: (self._seg(k) if k not in new else np.asarray(new[k], dtype=np.int64)) for k in self._SEGMENTS}
+        lens = {k: len(v) for k, v in cur.items()}
+        PX = np.concatenate([cur[k] for k in self._SEGMENTS]) if sum(lens.values()) else np.zeros(1, dtype=np.int64)
+        M = self.S.M
+        o = 0
+        for k in self._SEGMENTS:
+            M[getattr(J, "M_O_" + k)] = o
+            o += lens[k]
+        M[J.M_N_LAB] = lens["LAB"]
+        M[J.M_CAP_OUT] = lens["OUT"]
+        M[J.M_CAP_AQ] = lens["AQ"]
+        self._seg_len = lens
+        self.S = self.S._replace(PX=np.ascontiguousarray(PX))
 
     # ---- oracle_admission: the node's stream and the hindsight passes
     def set_future(self, offsets: np.ndarray, flat: np.ndarray, tables=None) -> tuple:
@@ -300,7 +331,7 @@ class CompiledNode:
                       np.ascontiguousarray(first_st, dtype=np.int64), np.ascontiguousarray(nfa, dtype=np.int64),
                       np.ascontiguousarray(nst, dtype=np.int64))
         offsets, first_fa, first_st, nfa, nst = tables
-        self.S = self.S._replace(nxt=np.stack([first_fa, first_st]), fut_off=offsets, fut_nfa=nfa, fut_nst=nst)
+        self._repack(NFA=first_fa, NST=first_st, FOFF=offsets, FNFA=nfa, FNST=nst)
         self.S.M[J.M_NFUT] = len(offsets) - 1
         self.S.M[J.M_OUTROOM] = self.S_room
         self._has_future = True
@@ -312,8 +343,7 @@ class CompiledNode:
         if keys is None or not len(keys):
             self.S.M[J.M_HAS_LABELS] = 0
             return
-        self.S = self.S._replace(lab_k=np.ascontiguousarray(keys, dtype=np.int64),
-                                 lab_v=np.ascontiguousarray(vals, dtype=np.uint8))
+        self._repack(LAB=2 * np.asarray(keys, dtype=np.int64) + np.asarray(vals, dtype=np.int64))
         self.S.M[J.M_HAS_LABELS] = 1
 
     def outcomes(self) -> tuple[np.ndarray, np.ndarray]:
@@ -322,9 +352,11 @@ class CompiledNode:
         ``OracleAdmissionPolicy.hindsight_outcomes``: (sorted unique keys, values)."""
         J, S = self.J, self.S
         n = int(S.M[J.M_OUTN])
-        live = np.flatnonzero(S.adm_key >= 0)
-        keys = np.concatenate([S.out_k[:n], S.adm_key[live]])
-        vals = np.concatenate([S.out_v[:n], (S.pflag[live] & 1).astype(np.uint8)])
+        out = self._seg("OUT")[:n]
+        adm = self._seg("A")
+        live = np.flatnonzero(adm >= 0)
+        keys = np.concatenate([out >> 1, adm[live]])
+        vals = np.concatenate([out & 1, (S.flags[live] & J.F_OHIT) != 0]).astype(np.uint8)
         return _last_per_key(keys, vals)
 
     def _hindsight_passes(self, trace) -> None:
@@ -356,13 +388,13 @@ class CompiledNode:
                 node = CompiledNode(*self._args, cost=False, **self._kw)
                 node.set_future(None, None, tables)
                 if room is not None:
-                    node.S = node.S._replace(out_k=np.zeros(room, dtype=np.int64), out_v=np.zeros(room, dtype=np.uint8))
+                    node._repack(OUT=np.zeros(room, dtype=np.int64))
                 node.set_labels(lab_k if passes > 1 else None, lab_v)
                 node.S.M[J.M_LOG_OUT] = 1
                 node.replay_raw(trace.offsets, fidx, counted)
                 if not node.S.M[J.M_OUT_OVERFLOW]:
                     break
-                room = 2 * len(node.S.out_k)        # the log filled inside a request: again, larger
+                room = 2 * len(node._seg("OUT"))    # the log filled inside a request: again, larger
             k, v = node.outcomes()
             passes += 1
             lab_k, lab_v = _last_per_key(np.concatenate([lab_k, k]), np.concatenate([lab_v, v]))
@@ -376,16 +408,17 @@ class CompiledNode:
     def _grow(self) -> None:
         J, S = self.J, self.S
         g = int(S.M[J.M_GROW])
-        if g & J.GROW_AQ:
-            S = S._replace(aq=np.zeros(max(2 * len(S.aq), 2 * int(S.M[J.M_AQMAX])), dtype=np.int64))
-        if g & J.GROW_OUT:
-            n = 2 * len(S.out_k)
-            k = int(S.M[J.M_OUTN])
-            ok = np.zeros(n, dtype=np.int64)
-            ov = np.zeros(n, dtype=np.uint8)
-            ok[:k] = S.out_k[:k]
-            ov[:k] = S.out_v[:k]
-            S = S._replace(out_k=ok, out_v=ov)
+        if g & (J.GROW_AQ | J.GROW_OUT):
+            new = {}
+            if g & J.GROW_AQ:
+                new["AQ"] = np.zeros(max(2 * len(self._seg("AQ")), 2 * int(S.M[J.M_AQMAX])), dtype=np.int64)
+            if g & J.GROW_OUT:
+                out = self._seg("OUT")
+                grown = np.zeros(2 * len(out), dtype=np.int64)
+                grown[:len(out)] = out
+                new["OUT"] = grown
+            self._repack(**new)
+            S = self.S
         if g & J.GROW_LOG:
             n = 2 * len(S.log_p)
             lp = np.zeros(n, dtype=np.int64)
@@ -519,7 +552,7 @@ class CompiledNode:
     def counters(self) -> dict:
         """The policy's counters, as its interpreted ``counters()`` reports them."""
         J, S = self.J, self.S
-        K, PK = S.K.tolist(), S.PK.tolist()
+        K = PK = S.K.tolist()
         if self.policy_name == "oracle_admission":
             return {"admitted": PK[J.PK_ADMITTED], "rejected_never_used": PK[J.PK_NEVER_USED],
                     "rejected_unused_before": PK[J.PK_UNUSED_BEFORE], "forced_writes": PK[J.PK_FORCED],
@@ -539,11 +572,12 @@ class CompiledNode:
 
     def state_bytes(self) -> dict:
         """Bytes of simulator state this node holds, by part (per-chunk arrays, the trace's chunk
-        table, the touch log and the candidate heaps as allocated)."""
+        table, the touch log and the candidate heaps as allocated, and the policy's own arrays)."""
         S = self.S
         per_chunk = sum(a.nbytes for a in (S.res, S.stamp, S.pin, S.flags, S.dcnt, S.dany, S.cred, S.cred_any))
         per_chunk += S.sb.nbytes
         table = S.parent.nbytes + S.depth.nbytes + S.anchor.nbytes
+        pol = S.PX.nbytes
         return {"per_chunk_arrays": per_chunk, "chunk_table": table,
                 "touch_log": S.log_p.nbytes + S.log_s.nbytes, "heaps": S.heap_s.nbytes + S.heap_p.nbytes,
-                "chunks": self.n_chunks}
+                "policy_arrays": pol, "chunks": self.n_chunks}

@@ -17,7 +17,12 @@ State ``S`` (a namedtuple of arrays, :class:`EngineState`):
   binary min-heap of out-of-order candidates inside one array (``heap_s``, ``heap_p`` at
   offset ``hoff[t]``, capacity ``hcap[t]``, size ``hn[t]``) and the walker's log position and
   frontier (``wpos``, ``wfront``);
-* ``M`` (meta: clock, sequence, bytes used, capacities, ...) and ``K`` (counters).
+* ``M`` (meta: clock, sequence, bytes used, capacities, ...) and ``K`` (counters, the policy's
+  after the node's);
+* ``PX``: the policy's own state, segments of one int64 array at offsets ``M[M_O_*]``
+  (``CompiledNode._policy_arrays`` says what each holds). The policy is ``M[M_POLICY]``; its
+  hooks (:func:`_on_access`, :func:`_enter`, :func:`_ssd_leave`, :func:`_decide`, :func:`_admit`,
+  :func:`_defer`) are called where :class:`~cluster_sim.node.NodeSim` calls the interpreted policy.
 
 The candidate queue of a tier yields the payloads resident in it in increasing key order
 (LRU's key: the stamp); validity is checked lazily (a stale entry has another stamp or left
@@ -44,27 +49,28 @@ POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH = 0, 1, 2
 (M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
  M_MODE, M_COUNTING, M_SHORT, M_POLICY, M_GROW, M_WR, M_LEFT0, M_LEFT1, M_LEFT2, M_LEFTN0, M_LEFTN1,
  M_LEFTN2, M_NFUT, M_OUTN, M_OUTROOM, M_HAS_LABELS, M_LOG_OUT, M_OUT_OVERFLOW, M_THRESH, M_AQN,
- M_AQMAX) = range(33)
-N_META = 33          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+ M_AQMAX, M_O_A, M_O_B, M_O_NFA, M_O_NST, M_O_W, M_O_FOFF, M_O_FNFA, M_O_FNST, M_O_LAB, M_N_LAB, M_O_OUT,
+ M_CAP_OUT, M_O_AQ, M_CAP_AQ) = range(47)
+N_META = 47          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
 # M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
 # admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
 # when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
 # passes; not the counted one), M_OUT_OVERFLOW: 1 = the log filled inside a request (the pass is redone);
-# M_THRESH: write_through's hit_count threshold, M_AQN / M_AQMAX: SSD writes queued now / at most in a request
+# M_THRESH: write_through's hit_count threshold, M_AQN / M_AQMAX: SSD writes queued now / at most in a request;
+# M_O_*: where each policy segment starts in PX (M_N_LAB, M_CAP_OUT, M_CAP_AQ: lengths)
 # counters
 (K_WR_FA, K_WR_STATE, K_ADM_FA, K_ADM_STATE, K_ADM_HIT_FA, K_ADM_HIT_STATE, K_DRAM_DEMOTED,
  K_DRAM_DROPPED, K_LOG_COMPACTIONS, K_HEAP_COMPACTIONS) = range(10)
-N_COUNTERS = 10
+N_COUNTERS = 24
 # per-request outputs (columns of R)
 (R_H, R_R, R_M, R_N_HBM, R_N_DRAM, R_N_SSD, R_Q_TIER, R_DRAM_B, R_SSD_B, R_SKIPPED, R_WR,
  R_USED0, R_USED1, R_USED2, R_LEFT0, R_LEFT1, R_LEFT2, R_LEFTN2, R_ADM, R_ADM_HIT) = range(20)
 N_R = 20             # R_USED* .. R_ADM_HIT: the node's state after the request (fleet.SNAP)
-# policy counters (PK): oracle_admission
-PK_ADMITTED, PK_NEVER_USED, PK_UNUSED_BEFORE, PK_FORCED = range(4)
-# policy counters (PK): write_through(_selective), the VictimTally of gated_select and the requests
+# policy counters (in K after the node's): oracle_admission
+PK_ADMITTED, PK_NEVER_USED, PK_UNUSED_BEFORE, PK_FORCED = range(10, 14)
+# policy counters: write_through(_selective), the VictimTally of gated_select and the requests
 (PK_REQUESTED, PK_HITS_COUNTED, PK_WRITTEN, PK_WRITTEN_B, PK_ON_SSD, PK_DROPPED, PK_DROPPED_B, PK_FORCED_N,
- PK_FORCED_B, PK_SSD_VICTIMS) = range(4, 14)
-N_PK = 16
+ PK_FORCED_B, PK_SSD_VICTIMS) = range(14, 24)
 # grow requests (bits of M[M_GROW])
 GROW_LOG = 1
 GROW_HEAP = (2, 4, 8)
@@ -72,23 +78,15 @@ GROW_OUT = 16
 GROW_AQ = 32
 
 F_ADM, F_HIT = 1, 2
+F_OHIT = 4           # oracle_admission: this SSD copy served a reuse from the SSD (since it entered)
 
 EngineState = namedtuple("EngineState", [
     "M", "K", "res", "stamp", "pin", "flags", "dcnt", "dany", "cred", "cred_any", "sb",
     "parent", "depth", "anchor", "flat", "log_p", "log_s", "heap_s", "heap_p", "hoff", "hcap", "hn",
     "wpos", "wfront",
-    # policy state (arrays of length 1 when the policy has no use for them)
-    "PK",         # the policy's counters (PK_*)
-    "adm_key",    # oracle_admission: admission event of each SSD copy (-1: none)
-    "pflag",      # oracle_admission: bit 0 = this SSD copy served a reuse from the SSD
-    "nxt",        # oracle_admission: [0, c] next request using chunk c's FA, [1, c] its STATE
-    "fut_off", "fut_nfa", "fut_nst",   # oracle_admission: the node's stream, next use per reference
-    "lab_k", "lab_v",                  # oracle_admission: earlier passes' outcomes (sorted keys)
-    "out_k", "out_v",                  # oracle_admission: this pass's outcomes, in order (M_OUTN)
-    "hcount",     # write_through: HiCache's hit_count per payload
-    "pseq",       # write_through: the request whose step asked for this payload's SSD write (pending)
-    "aq",         # write_through: SSD writes asked for and not yet done, in order (M_AQN)
-    "wkey",       # gated walk: per chunk, the key of its FA candidate waiting for descendants (-1: none)
+    # the policies' own state, one int64 array in segments (offsets M_O_*): every array of the
+    # state costs each call that passes it a reference count, so the policies add one
+    "PX",
 ])
 
 
@@ -267,13 +265,13 @@ def _pop(S, t):
 @njit(cache=True, inline="always")
 def _next_use(S, p):
     """oracle_admission: the next request of the node's stream using payload ``p`` (M_NFUT: none)."""
-    return S.nxt[p & 1, p >> 1]
+    return S.PX[S.M[M_O_NST if p & 1 else M_O_NFA] + (p >> 1)]
 
 
 @njit(cache=True, inline="always")
 def _event(S, p):
     """oracle_admission: the admission event of ``p`` now, (payload, its next use) as one key."""
-    return p * (S.M[M_NFUT] + 1) + S.nxt[p & 1, p >> 1]
+    return p * (S.M[M_NFUT] + 1) + _next_use(S, p)
 
 
 @njit(cache=True, inline="always")
@@ -282,32 +280,33 @@ def _enter(S, t, p):
     pol = S.M[M_POLICY]
     if pol == POLICY_ORACLE_ADM:
         if t == SSD:
-            S.adm_key[p] = _event(S, p)
-            S.pflag[p] = 0
+            S.PX[S.M[M_O_A] + p] = _event(S, p)
+            S.flags[p] &= ~np.uint8(F_OHIT)
     elif pol == POLICY_WRITE_THROUGH:
         # creation sets hit_count to 1; entering DRAM without an SSD copy at the threshold asks
         # for the write; entering the SSD is that write (no longer pending)
         r = S.res[p]
         if r == _bit(t):
-            S.hcount[p] = 1
+            S.PX[S.M[M_O_A] + p] = 1
         if t == DRAM:
-            if (r & 4) == 0 and S.M[M_CAP2] > 0 and S.hcount[p] >= S.M[M_THRESH]:
+            if (r & 4) == 0 and S.M[M_CAP2] > 0 and S.PX[S.M[M_O_A] + p] >= S.M[M_THRESH]:
                 _request_write(S, p)
         elif t == SSD:
-            S.pseq[p] = -1
+            S.PX[S.M[M_O_B] + p] = -1
 
 
 @njit(cache=True, inline="always")
 def _request_write(S, p):
     """``ctx.request_ssd_admission(p)`` once per request step (pending: ``pseq[p]`` = this request)."""
     seq = S.M[M_SEQ]
-    if S.pseq[p] != seq:
-        S.pseq[p] = seq
-        S.PK[PK_REQUESTED] += 1
+    o = S.M[M_O_B] + p
+    if S.PX[o] != seq:
+        S.PX[o] = seq
+        S.K[PK_REQUESTED] += 1
         n = S.M[M_AQN]
-        if n == len(S.aq):       # room is made before each request (replay): never in the hot path
+        if n == S.M[M_CAP_AQ]:   # room is made before each request (replay): never in the hot path
             raise RuntimeError("cluster_sim engine: admission queue full")
-        S.aq[n] = p
+        S.PX[S.M[M_O_AQ] + n] = p
         S.M[M_AQN] = n + 1
 
 
@@ -315,16 +314,17 @@ def _request_write(S, p):
 def _ssd_leave(S, p):
     """``p``'s SSD copy left (``on_leave(SSD, p)``): oracle_admission logs the event's outcome."""
     if S.M[M_POLICY] == POLICY_ORACLE_ADM:
-        k = S.adm_key[p]
+        o = S.M[M_O_A] + p
+        k = S.PX[o]
         if k >= 0:
-            S.adm_key[p] = -1
+            S.PX[o] = -1
             if S.M[M_LOG_OUT] != 0:
                 n = S.M[M_OUTN]
-                if n == len(S.out_k):
+                if n == S.M[M_CAP_OUT]:
                     S.M[M_OUT_OVERFLOW] = 1      # the wrapper redoes this pass with a larger log
                 else:
-                    S.out_k[n] = k
-                    S.out_v[n] = S.pflag[p] & 1
+                    # (event, served from the SSD) as one number: 2 * event + served
+                    S.PX[S.M[M_O_OUT] + n] = 2 * k + (1 if (S.flags[p] & F_OHIT) != 0 else 0)
                     S.M[M_OUTN] = n + 1
 
 
@@ -337,9 +337,12 @@ def _oracle_why_not(S, p):
     if _next_use(S, p) >= S.M[M_NFUT]:
         return PK_NEVER_USED
     if S.M[M_HAS_LABELS] != 0:
+        # labels: sorted 2 * event + (used from the SSD); an event labelled unused is 2 * event
         k = _event(S, p)
-        i = np.searchsorted(S.lab_k, k)
-        if i < len(S.lab_k) and S.lab_k[i] == k and S.lab_v[i] == 0:
+        o = S.M[M_O_LAB]
+        n = S.M[M_N_LAB]
+        i = np.searchsorted(S.PX[o:o + n], 2 * k)
+        if i < n and S.PX[o + i] == 2 * k:
             return PK_UNUSED_BEFORE
     return -1
 
@@ -358,27 +361,31 @@ def _on_access(S, path, h, q):
         for k in range(h):
             p = 2 * path[k]
             if (res[p] & 7) == 4:
-                S.pflag[p] |= 1
+                S.flags[p] |= F_OHIT
         if q >= 0 and (res[q] & 7) == 4:
-            S.pflag[q] |= 1
-        a = S.fut_off[S.M[M_SEQ] - 1]
+            S.flags[q] |= F_OHIT
+        M = S.M
+        PX = S.PX
+        a = PX[M[M_O_FOFF] + M[M_SEQ] - 1]
+        ofa, ost, onfa, onst = M[M_O_FNFA] + a, M[M_O_FNST] + a, M[M_O_NFA], M[M_O_NST]
         for k in range(len(path)):
             c = path[k]
-            S.nxt[0, c] = S.fut_nfa[a + k]
-            S.nxt[1, c] = S.fut_nst[a + k]
+            PX[onfa + c] = PX[ofa + k]
+            PX[onst + c] = PX[ost + k]
     elif S.M[M_POLICY] == POLICY_WRITE_THROUGH:
         # every reused payload's hit_count goes up; one in DRAM without an SSD copy that reaches
         # the threshold asks for its write
         n = h + (1 if q >= 0 else 0)
+        oa = S.M[M_O_A]
         for k in range(n):
             p = 2 * path[k] if k < h else q
-            S.hcount[p] += 1
-        S.PK[PK_HITS_COUNTED] += n
+            S.PX[oa + p] += 1
+        S.K[PK_HITS_COUNTED] += n
         if S.M[M_CAP2] > 0 and S.M[M_CAP1] > 0:
             thr = S.M[M_THRESH]
             for k in range(n):
                 p = 2 * path[k] if k < h else q
-                if S.hcount[p] >= thr and (S.res[p] & 6) == 2:
+                if S.PX[oa + p] >= thr and (S.res[p] & 6) == 2:
                     _request_write(S, p)
 
 
@@ -386,7 +393,7 @@ def _on_access(S, path, h, q):
 def _admit(S, t, p):
     """A gated walk's admission of DRAM victim ``p`` without a valid SSD copy (write_through: its
     write was asked for in this request step and is still queued)."""
-    return S.pseq[p] == S.M[M_SEQ]
+    return S.PX[S.M[M_O_B] + p] == S.M[M_SEQ]
 
 
 @njit(cache=True, inline="always")
@@ -399,23 +406,23 @@ def _defer(S, t, p):
 def _tally_gated(S, t, vict, acts):
     """``VictimTally.add`` of a gated selection (before it is carried out)."""
     if t != DRAM:
-        S.PK[PK_SSD_VICTIMS] += len(vict)
+        S.K[PK_SSD_VICTIMS] += len(vict)
         return
     for i in range(len(vict)):
         p = vict[i]
         sz = _psize(S, p)
         if acts[i] != DROP and S.M[M_CAP2] > 0:
             if (S.res[p] & 4) != 0:
-                S.PK[PK_ON_SSD] += 1
+                S.K[PK_ON_SSD] += 1
             elif acts[i] == FORCED:
-                S.PK[PK_FORCED_N] += 1
-                S.PK[PK_FORCED_B] += sz
+                S.K[PK_FORCED_N] += 1
+                S.K[PK_FORCED_B] += sz
             else:
-                S.PK[PK_WRITTEN] += 1
-                S.PK[PK_WRITTEN_B] += sz
+                S.K[PK_WRITTEN] += 1
+                S.K[PK_WRITTEN_B] += sz
         else:
-            S.PK[PK_DROPPED] += 1
-            S.PK[PK_DROPPED_B] += sz
+            S.K[PK_DROPPED] += 1
+            S.K[PK_DROPPED_B] += sz
 
 
 @njit(cache=True)
@@ -427,11 +434,11 @@ def _tally_dram(S, vict, acts):
             continue
         why = _oracle_why_not(S, p)
         if acts[i] == DROP:
-            S.PK[why] += 1
+            S.K[why] += 1
         elif why < 0:
-            S.PK[PK_ADMITTED] += 1
+            S.K[PK_ADMITTED] += 1
         else:
-            S.PK[PK_FORCED] += 1
+            S.K[PK_FORCED] += 1
 
 
 # ---------------------------------------------------------------------------- tier moves
@@ -700,7 +707,8 @@ def _walk(S, t, need, action, out, acts):
     dropping_all = action == DROP or t == SSD
     seq = S.M[M_SEQ]
     res, pin, dcnt, dany = S.res, S.pin, S.dcnt, S.dany
-    cred, cred_any, parent, wkey = S.cred, S.cred_any, S.parent, S.wkey
+    cred, cred_any, parent, PX = S.cred, S.cred_any, S.parent, S.PX
+    ow = S.M[M_O_W]           # wkey[c] = PX[ow + c]: the key of chunk c's FA waiting for descendants (-1: none)
     skip_s = [np.int64(0) for _ in range(0)]
     skip_p = [np.int64(0) for _ in range(0)]
     take_s = [np.int64(0) for _ in range(0)]
@@ -752,7 +760,7 @@ def _walk(S, t, need, action, out, acts):
             d = dcnt[t, c]
             if d != 0 and d != cred[c]:
                 if gated:
-                    wkey[c] = s
+                    PX[ow + c] = s
                     waited.append(c)
                 else:
                     skip_s.append(s)
@@ -773,7 +781,7 @@ def _walk(S, t, need, action, out, acts):
                     elif gate and (force or dcnt[SSD, c] != 0):
                         a = FORCED          # an admitted descendant on the SSD needs this prefix
                     elif gated:
-                        wkey[c] = s
+                        PX[ow + c] = s
                         waited.append(c)
                         continue
                     else:
@@ -789,16 +797,16 @@ def _walk(S, t, need, action, out, acts):
                     if cred[y] == 0:
                         credited.append(y)
                     cred[y] += 1 + d
-                    if gated and wkey[y] >= 0:
-                        heapq.heappush(ready, (wkey[y], 2 * y))
-                        wkey[y] = -1
+                    if gated and PX[ow + y] >= 0:
+                        heapq.heappush(ready, (PX[ow + y], 2 * y))
+                        PX[ow + y] = -1
                 if drop_last:
                     if cred_any[par] == 0:
                         credited_any.append(par)
                     cred_any[par] += 1 + dany[c]
-                    if gated and wkey[par] >= 0:
-                        heapq.heappush(ready, (wkey[par], 2 * par))
-                        wkey[par] = -1
+                    if gated and PX[ow + par] >= 0:
+                        heapq.heappush(ready, (PX[ow + par], 2 * par))
+                        PX[ow + par] = -1
         take_s.append(s)
         out.append(p)
         acts.append(a)
@@ -810,10 +818,10 @@ def _walk(S, t, need, action, out, acts):
     if gated:
         # what still waits, what was made ready but not reached, what was deferred and not reached
         for c in waited:
-            if wkey[c] >= 0:
-                skip_s.append(wkey[c])
+            if PX[ow + c] >= 0:
+                skip_s.append(PX[ow + c])
                 skip_p.append(2 * c)
-                wkey[c] = -1
+                PX[ow + c] = -1
         for e in ready:
             skip_s.append(e[0])
             skip_p.append(e[1])
@@ -1014,7 +1022,7 @@ def _drain_writes(S):
         n = M[M_AQN]
         if n > M[M_AQMAX]:
             M[M_AQMAX] = n
-        ps = S.aq[:n].copy()
+        ps = S.PX[M[M_O_AQ]:M[M_O_AQ] + n].copy()
         M[M_AQN] = 0
         if M[M_CAP2] <= 0:
             continue
@@ -1121,13 +1129,27 @@ def _checkpoints(mode, h, r, m, out):
 def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
     """Add tier-``t`` copies of the FA of ``path[lo:hi]`` that are not in tier ``only_absent_bit``'s
     bit (the tier itself: every chunk not yet in ``t``). One pass: descendant counts are strict
-    suffix counts along the path."""
+    suffix counts along the path. The policy hears each new copy, root first, as
+    ``CacheState.add_path_fa`` tells its listeners (lru hears nothing: no list is built)."""
+    if S.M[M_POLICY] == POLICY_LRU:
+        _add_path_fa_bits(S, t, path, lo, hi, only_absent_bit)
+        return
+    added = [np.int64(0) for _ in range(0)]
+    for i in range(lo, hi):
+        p = 2 * path[i]
+        if (S.res[p] & only_absent_bit) == 0:
+            added.append(p)
+    _add_path_fa_bits(S, t, path, lo, hi, only_absent_bit)
+    for p in added:
+        _enter(S, t, p)
+
+
+@njit(cache=True, inline="always")
+def _add_path_fa_bits(S, t, path, lo, hi, only_absent_bit):
     bit = _bit(t)
     res = S.res
     n_add = 0
     n_born = 0
-    hooks = S.M[M_POLICY] != POLICY_LRU
-    added = [np.int64(0) for _ in range(0)]
     for i in range(len(path) - 1, -1, -1):
         c = path[i]
         if n_add:
@@ -1143,11 +1165,7 @@ def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
                 if was == 0:
                     n_born += 1
                 _note_enter(S, t, p)
-                if hooks:
-                    added.append(p)
     S.M[M_USED0 + t] += n_add * S.M[M_FAB]
-    for i in range(len(added) - 1, -1, -1):
-        _enter(S, t, added[i])          # root first, as CacheState.add_path_fa tells its listeners
 
 
 @njit(cache=True, inline="always")
@@ -1338,9 +1356,9 @@ def replay(S, offsets, idx, counted, j0, R):
                 _heap_compact(S, t)
                 if 4 * S.hn[t] > S.hcap[t]:
                     M[M_GROW] |= 2 << t
-        if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > len(S.out_k):
+        if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > M[M_CAP_OUT]:
             M[M_GROW] |= GROW_OUT
-        if 2 * M[M_AQMAX] > len(S.aq):
+        if 2 * M[M_AQMAX] > M[M_CAP_AQ]:
             M[M_GROW] |= GROW_AQ
         if M[M_GROW] != 0:
             return j
