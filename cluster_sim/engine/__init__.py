@@ -261,6 +261,7 @@ class CompiledNode:
         self.stats = NodeStats()
         self.busy_until = 0.0
 
+    _out_room = None        # tests: the outcome log's room per request (None: a tier's worth)
     # the policy's segments of PX, in order, and their offsets in M
     _SEGMENTS = ("A", "B", "NFA", "NST", "W", "FOFF", "FNFA", "FNST", "LAB", "OUT", "AQ")
 
@@ -279,7 +280,7 @@ class CompiledNode:
         if self.policy_name == "oracle_admission":
             seg["A"] = np.full(2 * U, -1, dtype=np.int64)
             # copies that may leave the SSD in one request: those it holds, and a request's worth
-            self.S_room = int(bound[SSD]) + 64
+            self.S_room = int(bound[SSD]) + 64 if self._out_room is None else int(self._out_room)
             seg["OUT"] = np.zeros(2 * self.S_room, dtype=np.int64)
         elif self.policy_name in ("write_through", "write_through_selective"):
             seg["A"] = np.zeros(2 * U, dtype=np.int64)
