@@ -67,7 +67,8 @@ class NodeRunner:
         if self.engine == "numba":
             # the compiled request step (cluster_sim.engine): the same results as NodeSim
             self.node = engines.CompiledNode(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens,
-                                             cfg.model, hw, policy.name, node_index=node_index)
+                                             cfg.model, hw, policy.name, node_index=node_index,
+                                             params=_policy_params(cfg), future_idx=future_idx)
             self._passes_pending = False
             return
         future = None

@@ -29,12 +29,15 @@ lower tier could not absorb, trimming a request's own payloads deepest first) is
 too. A policy supplies only its ordering key (the queue yields a tier's resident payloads in
 increasing key order; ``lru``'s key is the logical-clock stamp of the last touch, fed from the
 touch log with a heap for copies that enter a tier after the walker passed their stamp) and its
-admission rule (``_jit._action``). Only ``lru`` runs on it in this version; the other policies
-stay on the interpreted path (``supports``).
+admission rule (``_jit._action``; per victim, ``_jit._decide`` / ``_jit._admit``). The policies
+compiled (``SUPPORTED_POLICIES``) are a run-time id (``M[M_POLICY]``) with their own arrays in the
+state and hooks where the node calls the interpreted policy (``_jit._on_access``, ``_jit._enter``,
+``_jit._ssd_leave``); their counters are reported under the interpreted ``counters()`` names
+(docs/decisions.md 83-86). The others stay on the interpreted path (``supports``).
 
 What the compiled engine does not model yet falls back to the interpreted node under
 ``cache.engine=auto`` and is an error under ``cache.engine=numba`` (:func:`resolve`): policies
-other than ``lru``, the greedy flash translation layer (``hardware.ssd.ftl=greedy``, which
+not in ``SUPPORTED_POLICIES``, the greedy flash translation layer (``hardware.ssd.ftl=greedy``, which
 consumes each SSD write and trim in order) and ``fleet.sync=kv_events`` (stored / removed chunk
 events for the router) — docs/decisions.md 67-69.
 """
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +59,7 @@ __all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports
            "ensure_compiled", "compile_notice"]
 
 ENGINES = ("auto", "numba", "python")
-SUPPORTED_POLICIES = ("lru",)
+SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective")
 _MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
 _TIER_KEYS = ("hbm", "dram", "ssd")
 EXPECTED_COMPILE_S = 40
@@ -132,7 +136,8 @@ def ensure_compiled(stream=None) -> float:
 
 
 def _warm_up() -> None:
-    """Run the kernel once on a three-request branch (every tier, STATE payloads, trimming)."""
+    """Run the kernel once on a three-request branch (every tier, STATE payloads, trimming), with
+    every compiled policy."""
     from types import SimpleNamespace
 
     parent = np.array([-1, 0, 1, 1], dtype=np.int32)
@@ -144,8 +149,24 @@ def _warm_up() -> None:
     hw = SimpleNamespace(hbm_cache_bytes=100, dram_bytes=150, ssd_bytes=300, ssd=ssd)
     model = SimpleNamespace(has_state=True, state_checkpoints="every_chunk", fa_bytes=lambda ct: 50,
                             state_bytes_array=lambda pos: np.full(len(pos), 20, dtype=np.int64))
-    node = CompiledNode(parent, depth, anchor, flat, 1, model, hw, "lru", cost=False)
-    node.replay_raw(offsets, np.arange(3, dtype=np.int64), np.ones(3, dtype=bool))
+    idx = np.arange(3, dtype=np.int64)
+    for policy in SUPPORTED_POLICIES:
+        # one compiled replay serves every policy (a runtime policy id over the same state types);
+        # each policy runs once so that none compiles a specialisation after the clock starts
+        node = CompiledNode(parent, depth, anchor, flat, 1, model, hw, policy, cost=False)
+        if node.needs_future:
+            node.set_future(offsets, flat)
+            node.set_labels(np.array([7], dtype=np.int64), np.zeros(1, dtype=np.uint8))
+            node.S.M[node.J.M_LOG_OUT] = 1
+        node.replay_raw(offsets, idx, np.ones(3, dtype=bool))
+
+
+def _last_per_key(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique keys, the value last given to each), as successive ``dict`` updates leave it."""
+    if not len(keys):
+        return keys.astype(np.int64), vals.astype(np.uint8)
+    u, first_rev = np.unique(keys[::-1], return_index=True)
+    return u.astype(np.int64), vals[::-1][first_rev].astype(np.uint8)
 
 
 def _ids(a: np.ndarray) -> np.ndarray:
@@ -172,11 +193,27 @@ class CompiledNode:
 
     def __init__(self, chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens: int, model, hardware,
                  policy: str, *, node_index: int = 0, cost=True, log_capacity: int = 1 << 14,
-                 heap_capacity: int = 1024):
+                 heap_capacity: int = 1024, params=None, future_idx=None):
+        """``params``: the policy's parameters (its ``Params`` instance or a mapping; defaults when
+        None). ``future_idx``: the trace requests this node will be given, in order, for the
+        hindsight policy (``oracle_admission``): its passes run at the first :meth:`replay`."""
         from . import _jit as J
 
         if policy not in SUPPORTED_POLICIES:
             raise ConfigError("cache.engine", f"policy {policy!r} is not compiled yet")
+        from ..policies.base import parse_params, policy_class
+        if params is None or isinstance(params, Mapping):
+            params = parse_params(policy, dict(params or {}))
+        self.params = params
+        self._args = (chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens, model, hardware, policy)
+        self._kw = {"node_index": node_index, "log_capacity": log_capacity, "heap_capacity": heap_capacity,
+                    "params": params}
+        self.future_idx = None if future_idx is None else np.asarray(future_idx, dtype=np.int64)
+        self.needs_future = bool(policy_class(policy).needs_future)
+        self._passes_pending = self.needs_future
+        self.pk_extra: dict = {}
+        self.S_room = 0
+        self._has_future = False
         self.J = J
         self.model = model
         self.hw = hardware
@@ -203,7 +240,10 @@ class CompiledNode:
         M[J.M_HAS_STATE] = int(has_state)
         M[J.M_MODE] = _MODES[model.state_checkpoints] if has_state else 0
         M[J.M_SHORT] = -1
-        M[J.M_POLICY] = J.POLICY_LRU
+        M[J.M_POLICY] = {"lru": J.POLICY_LRU, "oracle_admission": J.POLICY_ORACLE_ADM,
+                         "write_through": J.POLICY_WRITE_THROUGH,
+                         "write_through_selective": J.POLICY_WRITE_THROUGH}[policy]
+        M[J.M_THRESH] = int(getattr(params, "threshold", 1))
         # Candidate heaps: after a compaction a heap holds each valid candidate once, at most the
         # payloads resident in its tier, which never exceed the tier's capacity plus what one
         # request adds before its overflow is resolved (its own payloads, or one demoted batch).
@@ -229,14 +269,172 @@ class CompiledNode:
             heap_s=np.zeros(int(hcap.sum()), dtype=np.int64), heap_p=np.zeros(int(hcap.sum()), dtype=np.int64),
             hoff=np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64), hcap=hcap,
             hn=np.zeros(3, dtype=np.int64), wpos=np.zeros(3, dtype=np.int64),
-            wfront=np.full(3, -1, dtype=np.int64))
+            wfront=np.full(3, -1, dtype=np.int64), **self._policy_arrays(U, bound))
+        self._seg_len = {k: 0 for k in self._SEGMENTS}
+        self._repack(**self._seg_init)
+        del self._seg_init
         self.stats = NodeStats()
         self.busy_until = 0.0
+
+    _out_room = None        # tests: the outcome log's room per request (None: a tier's worth)
+    # the policy's segments of PX, in order, and their offsets in M
+    _SEGMENTS = ("A", "B", "NFA", "NST", "W", "FOFF", "FNFA", "FNST", "LAB", "OUT", "AQ")
+
+    def _policy_arrays(self, U: int, bound: list) -> dict:
+        """The policy's part of the state: one int64 array ``PX`` of segments (empty where the
+        policy has no use for them): ``A`` per payload (oracle_admission: the admission event of
+        its SSD copy, -1 none; write_through: hit_count), ``B`` per payload (write_through: the
+        request that asked for its write), ``NFA`` / ``NST`` per chunk (oracle_admission: next use
+        of the FA / STATE), ``W`` per chunk (the gated walk's waiting keys), ``FOFF`` / ``FNFA`` /
+        ``FNST`` (oracle_admission: the node's stream, next use per reference), ``LAB`` (earlier
+        passes' outcomes, sorted ``2 * event + used``), ``OUT`` (this pass's, in order), ``AQ``
+        (write_through: SSD writes asked for, in order)."""
+        J = self.J
+        z = np.zeros(0, dtype=np.int64)
+        seg = {k: z for k in self._SEGMENTS}
+        if self.policy_name == "oracle_admission":
+            seg["A"] = np.full(2 * U, -1, dtype=np.int64)
+            # copies that may leave the SSD in one request: those it holds, and a request's worth
+            self.S_room = int(bound[SSD]) + 64 if self._out_room is None else int(self._out_room)
+            seg["OUT"] = np.zeros(2 * self.S_room, dtype=np.int64)
+        elif self.policy_name in ("write_through", "write_through_selective"):
+            seg["A"] = np.zeros(2 * U, dtype=np.int64)
+            seg["B"] = np.full(2 * U, -1, dtype=np.int64)
+            seg["W"] = np.full(U, -1, dtype=np.int64)
+            # writes asked for in one request step: at most the payloads entering DRAM or reused in
+            # it (each once while pending); twice the most seen is kept free before each request
+            seg["AQ"] = np.zeros(max(64, int(bound[HBM]) + int(bound[DRAM]) + 64), dtype=np.int64)
+        self._seg_init = seg
+        return {"PX": np.zeros(0, dtype=np.int64)}
+
+    def _seg(self, name: str) -> np.ndarray:
+        """Segment ``name`` of PX (a view)."""
+        J, S = self.J, self.S
+        o = int(S.M[getattr(J, "M_O_" + name)])
+        n = int(self._seg_len[name])
+        return S.PX[o:o + n]
+
+    def _repack(self, **new) -> None:
+        """Rebuild PX with the segments given replaced (the others kept as they are)."""
+        J = self.J
+        cur = {k: (self._seg(k) if k not in new else np.asarray(new[k], dtype=np.int64)) for k in self._SEGMENTS}
+        lens = {k: len(v) for k, v in cur.items()}
+        PX = np.concatenate([cur[k] for k in self._SEGMENTS]) if sum(lens.values()) else np.zeros(1, dtype=np.int64)
+        M = self.S.M
+        o = 0
+        for k in self._SEGMENTS:
+            M[getattr(J, "M_O_" + k)] = o
+            o += lens[k]
+        M[J.M_N_LAB] = lens["LAB"]
+        M[J.M_CAP_OUT] = lens["OUT"]
+        M[J.M_CAP_AQ] = lens["AQ"]
+        self._seg_len = lens
+        self.S = self.S._replace(PX=np.ascontiguousarray(PX))
+
+    # ---- oracle_admission: the node's stream and the hindsight passes
+    def set_future(self, offsets: np.ndarray, flat: np.ndarray, tables=None) -> tuple:
+        """Give the node its whole request stream (``flat[offsets[j]:offsets[j+1]]`` = its j-th
+        request's path), as ``policies.oracle_admission`` gets ``ctx.future``. Returns the next-use
+        tables, reusable by another node with the same stream."""
+        from ..policies.oracle import next_use_tables
+
+        J = self.J
+        if tables is None:
+            offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+            first_fa, nfa, first_st, _, nst, _ = next_use_tables(offsets, np.asarray(flat), self.n_chunks, self.model,
+                                                                 "path", "path")
+            tables = (offsets, np.ascontiguousarray(first_fa, dtype=np.int64),
+                      np.ascontiguousarray(first_st, dtype=np.int64), np.ascontiguousarray(nfa, dtype=np.int64),
+                      np.ascontiguousarray(nst, dtype=np.int64))
+        offsets, first_fa, first_st, nfa, nst = tables
+        self._repack(NFA=first_fa, NST=first_st, FOFF=offsets, FNFA=nfa, FNST=nst)
+        self.S.M[J.M_NFUT] = len(offsets) - 1
+        self.S.M[J.M_OUTROOM] = self.S_room
+        self._has_future = True
+        return tables
+
+    def set_labels(self, keys: np.ndarray | None, vals: np.ndarray | None) -> None:
+        """Earlier passes' outcomes (sorted unique event keys, 1 = used from the SSD); None: pass 1."""
+        J = self.J
+        if keys is None or not len(keys):
+            self.S.M[J.M_HAS_LABELS] = 0
+            return
+        self._repack(LAB=2 * np.asarray(keys, dtype=np.int64) + np.asarray(vals, dtype=np.int64))
+        self.S.M[J.M_HAS_LABELS] = 1
+
+    def outcomes(self) -> tuple[np.ndarray, np.ndarray]:
+        """This pass's admission events and whether each copy served a reuse from the SSD (the
+        last outcome of each event; copies still resident count as they stand), as
+        ``OracleAdmissionPolicy.hindsight_outcomes``: (sorted unique keys, values)."""
+        J, S = self.J, self.S
+        n = int(S.M[J.M_OUTN])
+        out = self._seg("OUT")[:n]
+        adm = self._seg("A")
+        live = np.flatnonzero(adm >= 0)
+        keys = np.concatenate([out >> 1, adm[live]])
+        vals = np.concatenate([out & 1, (S.flags[live] & J.F_OHIT) != 0]).astype(np.uint8)
+        return _last_per_key(keys, vals)
+
+    def _hindsight_passes(self, trace) -> None:
+        """``NodeRunner._hindsight_passes`` of the reference: replay the node's stream ``passes - 1``
+        times (or to a fixed point) on fresh nodes, each told the outcomes of the earlier ones."""
+        J = self.J
+        self._passes_pending = False
+        if self.future_idx is None:
+            raise ConfigError("policy", f"policy {self.policy_name!r} needs the node's future requests, "
+                              "which only exist when routing runs ahead (fleet.sync=none)")
+        fidx = self.future_idx
+        lens = (trace.offsets[1:] - trace.offsets[:-1])[fidx]
+        offs = np.zeros(len(fidx) + 1, dtype=np.int64)
+        np.cumsum(lens, out=offs[1:])
+        starts = trace.offsets[fidx]
+        flat = trace.flat[np.repeat(starts - offs[:-1], lens) + np.arange(offs[-1], dtype=np.int64)]
+        tables = self.set_future(offs, flat)
+        total = int(self.params.passes)
+        if total <= 1:
+            return
+        lab_k = np.zeros(0, dtype=np.int64)
+        lab_v = np.zeros(0, dtype=np.uint8)
+        passes = 1
+        converged = False
+        counted = trace.counted[fidx]
+        for _ in range(total - 1):
+            room = None
+            while True:
+                node = CompiledNode(*self._args, cost=False, **self._kw)
+                node.set_future(None, None, tables)
+                if room is not None:
+                    node._repack(OUT=np.zeros(room, dtype=np.int64))
+                node.set_labels(lab_k if passes > 1 else None, lab_v)
+                node.S.M[J.M_LOG_OUT] = 1
+                node.replay_raw(trace.offsets, fidx, counted)
+                if not node.S.M[J.M_OUT_OVERFLOW]:
+                    break
+                room = 2 * len(node._seg("OUT"))    # the log filled inside a request: again, larger
+            k, v = node.outcomes()
+            passes += 1
+            lab_k, lab_v = _last_per_key(np.concatenate([lab_k, k]), np.concatenate([lab_v, v]))
+            if bool(np.all(v)):
+                converged = True          # nothing written went unused: this rule is its own fixed point
+                break
+        self.set_labels(lab_k, lab_v)
+        self.pk_extra = {"passes": passes, "converged": int(converged)}
 
     # ---- the kernel, with growth between requests
     def _grow(self) -> None:
         J, S = self.J, self.S
         g = int(S.M[J.M_GROW])
+        if g & (J.GROW_AQ | J.GROW_OUT):
+            new = {}
+            if g & J.GROW_AQ:
+                new["AQ"] = np.zeros(max(2 * len(self._seg("AQ")), 2 * int(S.M[J.M_AQMAX])), dtype=np.int64)
+            if g & J.GROW_OUT:
+                out = self._seg("OUT")
+                grown = np.zeros(2 * len(out), dtype=np.int64)
+                grown[:len(out)] = out
+                new["OUT"] = grown
+            self._repack(**new)
+            S = self.S
         if g & J.GROW_LOG:
             n = 2 * len(S.log_p)
             lp = np.zeros(n, dtype=np.int64)
@@ -264,6 +462,8 @@ class CompiledNode:
     def replay_raw(self, offsets: np.ndarray, idx: np.ndarray, counted: np.ndarray) -> np.ndarray:
         """The cache side of requests ``idx`` (in order): one row of ``_jit.R_*`` columns each."""
         J = self.J
+        if self.needs_future and not self._has_future:
+            raise ValueError(f"{self.policy_name} needs the node's future request stream (set_future)")
         # read-only views, whatever the caller holds (Ray hands actors read-only arrays): one
         # numba type, so the kernel the warm-up compiled is the one every call uses
         idx = _readonly(np.ascontiguousarray(idx, dtype=np.int64))
@@ -283,6 +483,8 @@ class CompiledNode:
         the columns of ``fleet.SNAP``, load latency, TTFT), as the fleet's per-epoch tables and
         the request table want them (``fleet.NodeRunner._replay`` on the reference)."""
         J = self.J
+        if self._passes_pending:
+            self._hindsight_passes(trace)
         idx = np.asarray(idx, dtype=np.int64)
         counted = trace.counted[idx] if counted is None else np.asarray(counted, dtype=bool)
         R = self.replay_raw(trace.offsets, idx, counted)
@@ -363,9 +565,24 @@ class CompiledNode:
         s.ssd_admissions_state = K[J.K_ADM_STATE]
         s.ssd_admissions_hit_fa = K[J.K_ADM_HIT_FA]
         s.ssd_admissions_hit_state = K[J.K_ADM_HIT_STATE]
-        s.policy = {f"policy.{self.policy_name}.dram_victims_demoted": K[J.K_DRAM_DEMOTED],
-                    f"policy.{self.policy_name}.dram_victims_dropped": K[J.K_DRAM_DROPPED]}
+        s.policy = {f"policy.{self.policy_name}.{k}": v for k, v in self.counters().items()}
         return s
+
+    def counters(self) -> dict:
+        """The policy's counters, as its interpreted ``counters()`` reports them."""
+        J, S = self.J, self.S
+        K = PK = S.K.tolist()
+        if self.policy_name == "oracle_admission":
+            return {"admitted": PK[J.PK_ADMITTED], "rejected_never_used": PK[J.PK_NEVER_USED],
+                    "rejected_unused_before": PK[J.PK_UNUSED_BEFORE], "forced_writes": PK[J.PK_FORCED],
+                    **self.pk_extra}
+        if self.policy_name in ("write_through", "write_through_selective"):
+            return {"ssd_writes_requested": PK[J.PK_REQUESTED], "hits_counted": PK[J.PK_HITS_COUNTED],
+                    "dram_victims_written": PK[J.PK_WRITTEN], "dram_victims_written_bytes": PK[J.PK_WRITTEN_B],
+                    "dram_victims_on_ssd": PK[J.PK_ON_SSD], "dram_victims_dropped": PK[J.PK_DROPPED],
+                    "dram_victims_dropped_bytes": PK[J.PK_DROPPED_B], "forced_writes": PK[J.PK_FORCED_N],
+                    "forced_write_bytes": PK[J.PK_FORCED_B], "ssd_victims": PK[J.PK_SSD_VICTIMS]}
+        return {"dram_victims_demoted": K[J.K_DRAM_DEMOTED], "dram_victims_dropped": K[J.K_DRAM_DROPPED]}
 
     # ---- introspection (tests, bench)
     def residency(self) -> np.ndarray:
@@ -374,11 +591,12 @@ class CompiledNode:
 
     def state_bytes(self) -> dict:
         """Bytes of simulator state this node holds, by part (per-chunk arrays, the trace's chunk
-        table, the touch log and the candidate heaps as allocated)."""
+        table, the touch log and the candidate heaps as allocated, and the policy's own arrays)."""
         S = self.S
         per_chunk = sum(a.nbytes for a in (S.res, S.stamp, S.pin, S.flags, S.dcnt, S.dany, S.cred, S.cred_any))
         per_chunk += S.sb.nbytes
         table = S.parent.nbytes + S.depth.nbytes + S.anchor.nbytes
+        pol = S.PX.nbytes
         return {"per_chunk_arrays": per_chunk, "chunk_table": table,
                 "touch_log": S.log_p.nbytes + S.log_s.nbytes, "heaps": S.heap_s.nbytes + S.heap_p.nbytes,
-                "chunks": self.n_chunks}
+                "policy_arrays": pol, "chunks": self.n_chunks}

@@ -17,7 +17,12 @@ State ``S`` (a namedtuple of arrays, :class:`EngineState`):
   binary min-heap of out-of-order candidates inside one array (``heap_s``, ``heap_p`` at
   offset ``hoff[t]``, capacity ``hcap[t]``, size ``hn[t]``) and the walker's log position and
   frontier (``wpos``, ``wfront``);
-* ``M`` (meta: clock, sequence, bytes used, capacities, ...) and ``K`` (counters).
+* ``M`` (meta: clock, sequence, bytes used, capacities, ...) and ``K`` (counters, the policy's
+  after the node's);
+* ``PX``: the policy's own state, segments of one int64 array at offsets ``M[M_O_*]``
+  (``CompiledNode._policy_arrays`` says what each holds). The policy is ``M[M_POLICY]``; its
+  hooks (:func:`_on_access`, :func:`_enter`, :func:`_ssd_leave`, :func:`_decide`, :func:`_admit`,
+  :func:`_defer`) are called where :class:`~cluster_sim.node.NodeSim` calls the interpreted policy.
 
 The candidate queue of a tier yields the payloads resident in it in increasing key order
 (LRU's key: the stamp); validity is checked lazily (a stale entry has another stamp or left
@@ -25,6 +30,7 @@ the tier). The walk (:func:`_walk`) is the one constrained victim selection.
 """
 from __future__ import annotations
 
+import heapq
 from collections import namedtuple
 
 import numpy as np
@@ -33,32 +39,55 @@ from numba import njit
 HBM, DRAM, SSD = 0, 1, 2
 NO_TIER = -1
 DROP, DEMOTE = 0, 1
+DECIDE = 2           # a walk's action: ask the policy per victim (_decide), as lru_select(action=callable)
+GATE, GATE_FORCE = 3, 4   # a walk's action: write_through.gated_select (strict, forced pass)
+FORCED = 5           # a victim's action: demoted although the policy rejected it (a forced write)
 MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
-POLICY_LRU = 0
+POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH = 0, 1, 2
 
 # meta
 (M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
  M_MODE, M_COUNTING, M_SHORT, M_POLICY, M_GROW, M_WR, M_LEFT0, M_LEFT1, M_LEFT2, M_LEFTN0, M_LEFTN1,
- M_LEFTN2) = range(24)
-N_META = 24          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+ M_LEFTN2, M_NFUT, M_OUTN, M_OUTROOM, M_HAS_LABELS, M_LOG_OUT, M_OUT_OVERFLOW, M_THRESH, M_AQN,
+ M_AQMAX, M_O_A, M_O_B, M_O_NFA, M_O_NST, M_O_W, M_O_FOFF, M_O_FNFA, M_O_FNST, M_O_LAB, M_N_LAB, M_O_OUT,
+ M_CAP_OUT, M_O_AQ, M_CAP_AQ) = range(47)
+N_META = 47          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+# M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
+# admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
+# when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
+# passes; not the counted one), M_OUT_OVERFLOW: 1 = the log filled inside a request (the pass is redone);
+# M_THRESH: write_through's hit_count threshold, M_AQN / M_AQMAX: SSD writes queued now / at most in a request;
+# M_O_*: where each policy segment starts in PX (M_N_LAB, M_CAP_OUT, M_CAP_AQ: lengths)
 # counters
 (K_WR_FA, K_WR_STATE, K_ADM_FA, K_ADM_STATE, K_ADM_HIT_FA, K_ADM_HIT_STATE, K_DRAM_DEMOTED,
  K_DRAM_DROPPED, K_LOG_COMPACTIONS, K_HEAP_COMPACTIONS) = range(10)
-N_COUNTERS = 10
+N_COUNTERS = 24
 # per-request outputs (columns of R)
 (R_H, R_R, R_M, R_N_HBM, R_N_DRAM, R_N_SSD, R_Q_TIER, R_DRAM_B, R_SSD_B, R_SKIPPED, R_WR,
  R_USED0, R_USED1, R_USED2, R_LEFT0, R_LEFT1, R_LEFT2, R_LEFTN2, R_ADM, R_ADM_HIT) = range(20)
 N_R = 20             # R_USED* .. R_ADM_HIT: the node's state after the request (fleet.SNAP)
+# policy counters (in K after the node's): oracle_admission
+PK_ADMITTED, PK_NEVER_USED, PK_UNUSED_BEFORE, PK_FORCED = range(10, 14)
+# policy counters: write_through(_selective), the VictimTally of gated_select and the requests
+(PK_REQUESTED, PK_HITS_COUNTED, PK_WRITTEN, PK_WRITTEN_B, PK_ON_SSD, PK_DROPPED, PK_DROPPED_B, PK_FORCED_N,
+ PK_FORCED_B, PK_SSD_VICTIMS) = range(14, 24)
 # grow requests (bits of M[M_GROW])
 GROW_LOG = 1
 GROW_HEAP = (2, 4, 8)
+GROW_OUT = 16
+GROW_AQ = 32
 
 F_ADM, F_HIT = 1, 2
+F_OHIT = 4           # oracle_admission: this SSD copy served a reuse from the SSD (since it entered)
 
 EngineState = namedtuple("EngineState", [
     "M", "K", "res", "stamp", "pin", "flags", "dcnt", "dany", "cred", "cred_any", "sb",
     "parent", "depth", "anchor", "flat", "log_p", "log_s", "heap_s", "heap_p", "hoff", "hcap", "hn",
-    "wpos", "wfront"])
+    "wpos", "wfront",
+    # the policies' own state, one int64 array in segments (offsets M_O_*): every array of the
+    # state costs each call that passes it a reference count, so the policies add one
+    "PX",
+])
 
 
 @njit(cache=True, inline="always")
@@ -232,6 +261,186 @@ def _pop(S, t):
         return -1, -1
 
 
+# ---------------------------------------------------------------------------- policy hooks
+@njit(cache=True, inline="always")
+def _next_use(S, p):
+    """oracle_admission: the next request of the node's stream using payload ``p`` (M_NFUT: none)."""
+    return S.PX[S.M[M_O_NST if p & 1 else M_O_NFA] + (p >> 1)]
+
+
+@njit(cache=True, inline="always")
+def _event(S, p):
+    """oracle_admission: the admission event of ``p`` now, (payload, its next use) as one key."""
+    return p * (S.M[M_NFUT] + 1) + _next_use(S, p)
+
+
+@njit(cache=True, inline="always")
+def _enter(S, t, p):
+    """``p`` got a copy in tier ``t`` (the policy's ``on_enter(t, p)``, after the residency bits)."""
+    pol = S.M[M_POLICY]
+    if pol == POLICY_ORACLE_ADM:
+        if t == SSD:
+            S.PX[S.M[M_O_A] + p] = _event(S, p)
+            S.flags[p] &= ~np.uint8(F_OHIT)
+    elif pol == POLICY_WRITE_THROUGH:
+        # creation sets hit_count to 1; entering DRAM without an SSD copy at the threshold asks
+        # for the write; entering the SSD is that write (no longer pending)
+        r = S.res[p]
+        if r == _bit(t):
+            S.PX[S.M[M_O_A] + p] = 1
+        if t == DRAM:
+            if (r & 4) == 0 and S.M[M_CAP2] > 0 and S.PX[S.M[M_O_A] + p] >= S.M[M_THRESH]:
+                _request_write(S, p)
+        elif t == SSD:
+            S.PX[S.M[M_O_B] + p] = -1
+
+
+@njit(cache=True, inline="always")
+def _request_write(S, p):
+    """``ctx.request_ssd_admission(p)`` once per request step (pending: ``pseq[p]`` = this request)."""
+    seq = S.M[M_SEQ]
+    o = S.M[M_O_B] + p
+    if S.PX[o] != seq:
+        S.PX[o] = seq
+        S.K[PK_REQUESTED] += 1
+        n = S.M[M_AQN]
+        if n == S.M[M_CAP_AQ]:   # room is made before each request (replay): never in the hot path
+            raise RuntimeError("cluster_sim engine: admission queue full")
+        S.PX[S.M[M_O_AQ] + n] = p
+        S.M[M_AQN] = n + 1
+
+
+@njit(cache=True, inline="always")
+def _ssd_leave(S, p):
+    """``p``'s SSD copy left (``on_leave(SSD, p)``): oracle_admission logs the event's outcome."""
+    if S.M[M_POLICY] == POLICY_ORACLE_ADM:
+        o = S.M[M_O_A] + p
+        k = S.PX[o]
+        if k >= 0:
+            S.PX[o] = -1
+            if S.M[M_LOG_OUT] != 0:
+                n = S.M[M_OUTN]
+                if n == S.M[M_CAP_OUT]:
+                    S.M[M_OUT_OVERFLOW] = 1      # the wrapper redoes this pass with a larger log
+                else:
+                    # (event, served from the SSD) as one number: 2 * event + served
+                    S.PX[S.M[M_O_OUT] + n] = 2 * k + (1 if (S.flags[p] & F_OHIT) != 0 else 0)
+                    S.M[M_OUTN] = n + 1
+
+
+@njit(cache=True, inline="always")
+def _oracle_why_not(S, p):
+    """oracle_admission's ``_why_not``: -1 (write DRAM victim ``p``: it has a valid SSD copy, or
+    nothing says its copy goes unused), PK_NEVER_USED or PK_UNUSED_BEFORE."""
+    if (S.res[p] & 4) != 0:
+        return -1
+    if _next_use(S, p) >= S.M[M_NFUT]:
+        return PK_NEVER_USED
+    if S.M[M_HAS_LABELS] != 0:
+        # labels: sorted 2 * event + (used from the SSD); an event labelled unused is 2 * event
+        k = _event(S, p)
+        o = S.M[M_O_LAB]
+        n = S.M[M_N_LAB]
+        i = np.searchsorted(S.PX[o:o + n], 2 * k)
+        if i < n and S.PX[o + i] == 2 * k:
+            return PK_UNUSED_BEFORE
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _decide(S, t, p):
+    """The policy's action for victim ``p`` of tier ``t`` under a DECIDE walk."""
+    return DEMOTE if _oracle_why_not(S, p) < 0 else DROP
+
+
+@njit(cache=True, inline="always")
+def _on_access(S, path, h, q):
+    """The policy's ``on_access`` (after the match, pins and touches, before the load)."""
+    if S.M[M_POLICY] == POLICY_ORACLE_ADM:
+        res = S.res
+        for k in range(h):
+            p = 2 * path[k]
+            if (res[p] & 7) == 4:
+                S.flags[p] |= F_OHIT
+        if q >= 0 and (res[q] & 7) == 4:
+            S.flags[q] |= F_OHIT
+        M = S.M
+        PX = S.PX
+        a = PX[M[M_O_FOFF] + M[M_SEQ] - 1]
+        ofa, ost, onfa, onst = M[M_O_FNFA] + a, M[M_O_FNST] + a, M[M_O_NFA], M[M_O_NST]
+        for k in range(len(path)):
+            c = path[k]
+            PX[onfa + c] = PX[ofa + k]
+            PX[onst + c] = PX[ost + k]
+    elif S.M[M_POLICY] == POLICY_WRITE_THROUGH:
+        # every reused payload's hit_count goes up; one in DRAM without an SSD copy that reaches
+        # the threshold asks for its write
+        n = h + (1 if q >= 0 else 0)
+        oa = S.M[M_O_A]
+        for k in range(n):
+            p = 2 * path[k] if k < h else q
+            S.PX[oa + p] += 1
+        S.K[PK_HITS_COUNTED] += n
+        if S.M[M_CAP2] > 0 and S.M[M_CAP1] > 0:
+            thr = S.M[M_THRESH]
+            for k in range(n):
+                p = 2 * path[k] if k < h else q
+                if S.PX[oa + p] >= thr and (S.res[p] & 6) == 2:
+                    _request_write(S, p)
+
+
+@njit(cache=True, inline="always")
+def _admit(S, t, p):
+    """A gated walk's admission of DRAM victim ``p`` without a valid SSD copy (write_through: its
+    write was asked for in this request step and is still queued)."""
+    return S.PX[S.M[M_O_B] + p] == S.M[M_SEQ]
+
+
+@njit(cache=True, inline="always")
+def _defer(S, t, p):
+    """A gated walk considers ``p`` only once every other candidate has been (none here)."""
+    return False
+
+
+@njit(cache=True)
+def _tally_gated(S, t, vict, acts):
+    """``VictimTally.add`` of a gated selection (before it is carried out)."""
+    if t != DRAM:
+        S.K[PK_SSD_VICTIMS] += len(vict)
+        return
+    for i in range(len(vict)):
+        p = vict[i]
+        sz = _psize(S, p)
+        if acts[i] != DROP and S.M[M_CAP2] > 0:
+            if (S.res[p] & 4) != 0:
+                S.K[PK_ON_SSD] += 1
+            elif acts[i] == FORCED:
+                S.K[PK_FORCED_N] += 1
+                S.K[PK_FORCED_B] += sz
+            else:
+                S.K[PK_WRITTEN] += 1
+                S.K[PK_WRITTEN_B] += sz
+        else:
+            S.K[PK_DROPPED] += 1
+            S.K[PK_DROPPED_B] += sz
+
+
+@njit(cache=True)
+def _tally_dram(S, vict, acts):
+    """oracle_admission's counters of a DRAM selection (before it is carried out)."""
+    for i in range(len(vict)):
+        p = vict[i]
+        if (S.res[p] & 4) != 0:
+            continue
+        why = _oracle_why_not(S, p)
+        if acts[i] == DROP:
+            S.K[why] += 1
+        elif why < 0:
+            S.K[PK_ADMITTED] += 1
+        else:
+            S.K[PK_FORCED] += 1
+
+
 # ---------------------------------------------------------------------------- tier moves
 @njit(cache=True, inline="always")
 def _add_copy(S, t, p):
@@ -250,6 +459,7 @@ def _add_copy(S, t, p):
             if was == 0:
                 S.dany[y] += 1
     _note_enter(S, t, p)
+    _enter(S, t, p)
 
 
 @njit(cache=True, inline="always")
@@ -294,8 +504,10 @@ def _remove(S, t, p, close):
     S.M[M_LEFT0 + t] += sz
     S.M[M_LEFTN0 + t] += 1
     freed = sz
-    if close and t == SSD:
-        _close_ssd(S, p)
+    if t == SSD:
+        _ssd_leave(S, p)
+        if close:
+            _close_ssd(S, p)
     if (p & 1) == 0:
         c = p >> 1
         a = S.anchor[c]
@@ -317,8 +529,10 @@ def _remove(S, t, p, close):
                         S.M[M_LEFTN0 + tt] += 1
                         if tt == t:
                             freed += qs
-                        if close and tt == SSD:
-                            _close_ssd(S, q)
+                        if tt == SSD:
+                            _ssd_leave(S, q)
+                            if close:
+                                _close_ssd(S, q)
                 S.res[q] = 0
     return freed
 
@@ -372,8 +586,10 @@ def _remove_bits(S, t, p, close):
     S.M[M_USED0 + t] -= sz
     S.M[M_LEFT0 + t] += sz
     S.M[M_LEFTN0 + t] += 1
-    if close and t == SSD:
-        _close_ssd(S, p)
+    if t == SSD:
+        _ssd_leave(S, p)
+        if close:
+            _close_ssd(S, p)
     if (p & 1) == 0 and now == 0:
         q = p | 1
         sr = S.res[q]
@@ -384,8 +600,10 @@ def _remove_bits(S, t, p, close):
                     S.M[M_USED0 + tt] -= qs
                     S.M[M_LEFT0 + tt] += qs
                     S.M[M_LEFTN0 + tt] += 1
-                    if close and tt == SSD:
-                        _close_ssd(S, q)
+                    if tt == SSD:
+                        _ssd_leave(S, q)
+                        if close:
+                            _close_ssd(S, q)
             S.res[q] = 0
         return 2
     return 1
@@ -428,6 +646,9 @@ def _add_many(S, t, ps):
         _batch_anc(S, t, cs, born, 1)
     for p in ps:
         _note_enter(S, t, p)
+    if S.M[M_POLICY] != POLICY_LRU:
+        for p in ps:
+            _enter(S, t, p)
 
 
 @njit(cache=True, inline="always")
@@ -447,57 +668,127 @@ def _action(S, t):
     M = S.M
     if t == HBM:
         return DEMOTE if (M[M_CAP1] > 0 or M[M_CAP2] > 0) else DROP
+    if M[M_POLICY] == POLICY_WRITE_THROUGH:
+        return GATE
     if t == DRAM:
-        return DEMOTE if M[M_CAP2] > 0 else DROP
+        if M[M_CAP2] <= 0:
+            return DROP
+        return DECIDE if M[M_POLICY] == POLICY_ORACLE_ADM else DEMOTE
     return DROP
 
 
 @njit(cache=True, inline="always")
-def _walk(S, t, need, action, out):
+def _walk(S, t, need, action, out, acts):
     """The constrained victim walk: candidates of tier ``t`` in key order, skipping pinned
     payloads, FA copies with descendants left in the tier (leaf-first; the chain credits of
     the victims already chosen count as gone) and last copies whose chunk has resident
     descendants (prefix closure); stops once ``need`` bytes are chosen. Appends the victims to
     ``out`` and returns True; or, atomically, returns False with nothing chosen (the queue as
-    it was) and the shortfall in ``M[M_SHORT]``."""
+    it was) and the shortfall in ``M[M_SHORT]``. Each victim's action goes to ``acts``.
+
+    ``action``: DROP or DEMOTE (every victim); DECIDE (``lru_select(action=callable,
+    drop_fallback=DEMOTE)``): the policy's :func:`_decide` per victim, and a victim it would drop
+    whose last copy may not go (prefix closure) is demoted instead of passed over; GATE or
+    GATE_FORCE (``write_through.gated_select``): in DRAM with an SSD a victim is demoted when it
+    has a valid SSD copy or the policy admits it (:func:`_admit`), else dropped.
+
+    The gated walk is the one extension of the walk (its semantics differ from lru_select's, so
+    they are flags here rather than a second walk): a candidate the policy defers
+    (:func:`_defer`) is considered only once the queue is exhausted, in the order seen; a
+    candidate skipped for descendants (leaf-first, or prefix closure) waits on its chunk
+    (``wkey``) and is retried, before the next queue entry, as soon as a chosen victim credits
+    that chunk; a rejected DRAM candidate whose drop would break prefix closure is demoted
+    anyway (FORCED) when a descendant lives on the SSD, or with GATE_FORCE (the second pass
+    the DRAM cascade runs when the strict one fails), and waits otherwise."""
     bit = _bit(t)
+    gated = action >= GATE
+    force = action == GATE_FORCE
+    gate = gated and t == DRAM and S.M[M_CAP2] > 0
     dropping_all = action == DROP or t == SSD
     seq = S.M[M_SEQ]
     res, pin, dcnt, dany = S.res, S.pin, S.dcnt, S.dany
-    cred, cred_any, parent = S.cred, S.cred_any, S.parent
+    cred, cred_any, parent, PX = S.cred, S.cred_any, S.parent, S.PX
+    ow = S.M[M_O_W]           # wkey[c] = PX[ow + c]: the key of chunk c's FA waiting for descendants (-1: none)
     skip_s = [np.int64(0) for _ in range(0)]
     skip_p = [np.int64(0) for _ in range(0)]
     take_s = [np.int64(0) for _ in range(0)]
     credited = [np.int64(0) for _ in range(0)]
     credited_any = [np.int64(0) for _ in range(0)]
+    waited = [np.int64(0) for _ in range(0)]
+    ready = [(np.int64(0), np.int64(0)) for _ in range(0)]
+    later_s = [np.int64(0) for _ in range(0)]
+    later_p = [np.int64(0) for _ in range(0)]
+    li = 0
+    phase = 0
     freed = 0
     prev = -1
     start = len(out)
     while freed < need:
-        s, p = _pop(S, t)
-        if p < 0:
-            break
-        if p == prev:
-            continue            # a duplicate entry of the candidate just seen: same verdict
-        prev = p
+        if len(ready):
+            s, p = heapq.heappop(ready)
+        else:
+            s = np.int64(-1)
+            p = np.int64(-1)
+            if phase == 0:
+                s, p = _pop(S, t)
+                if p < 0:
+                    if not gated:
+                        break
+                    phase = 1
+                elif p == prev:
+                    continue        # a duplicate entry of the candidate just seen: same verdict
+                else:
+                    prev = p
+            if p < 0:
+                if li >= len(later_p):
+                    break
+                s = later_s[li]
+                p = later_p[li]
+                li += 1
         if pin[p] == seq:
             skip_s.append(s)
             skip_p.append(p)
             continue
+        if gated and phase == 0 and _defer(S, t, p):
+            later_s.append(s)
+            later_p.append(p)
+            continue
+        r = res[p]
+        c = p >> 1
+        d = 0
         if (p & 1) == 0:
-            c = p >> 1
             d = dcnt[t, c]
             if d != 0 and d != cred[c]:
-                skip_s.append(s)
-                skip_p.append(p)
+                if gated:
+                    PX[ow + c] = s
+                    waited.append(c)
+                else:
+                    skip_s.append(s)
+                    skip_p.append(p)
                 continue
-            drop_last = dropping_all and res[p] == bit
+        a = action
+        if action == DECIDE:
+            a = _decide(S, t, p)
+        elif gated:
+            a = DEMOTE if gate and ((r & 4) != 0 or _admit(S, t, p)) else DROP
+        if (p & 1) == 0:
+            drop_last = (dropping_all or a == DROP) and r == bit
             if drop_last:
                 da = dany[c]
                 if da != 0 and da != cred_any[c]:
-                    skip_s.append(s)
-                    skip_p.append(p)
-                    continue
+                    if action == DECIDE:
+                        a = DEMOTE          # drop_fallback: the victims stay exactly LRU's
+                    elif gate and (force or dcnt[SSD, c] != 0):
+                        a = FORCED          # an admitted descendant on the SSD needs this prefix
+                    elif gated:
+                        PX[ow + c] = s
+                        waited.append(c)
+                        continue
+                    else:
+                        skip_s.append(s)
+                        skip_p.append(p)
+                        continue
+                    drop_last = False
             par = parent[c]
             if par >= 0:
                 # credit the nearest ancestor in the tier with this chunk's whole tier-subtree
@@ -506,17 +797,37 @@ def _walk(S, t, need, action, out):
                     if cred[y] == 0:
                         credited.append(y)
                     cred[y] += 1 + d
+                    if gated and PX[ow + y] >= 0:
+                        heapq.heappush(ready, (PX[ow + y], 2 * y))
+                        PX[ow + y] = -1
                 if drop_last:
                     if cred_any[par] == 0:
                         credited_any.append(par)
                     cred_any[par] += 1 + dany[c]
+                    if gated and PX[ow + par] >= 0:
+                        heapq.heappush(ready, (PX[ow + par], 2 * par))
+                        PX[ow + par] = -1
         take_s.append(s)
         out.append(p)
+        acts.append(a)
         freed += _psize(S, p)
     for y in credited:
         cred[y] = 0
     for y in credited_any:
         cred_any[y] = 0
+    if gated:
+        # what still waits, what was made ready but not reached, what was deferred and not reached
+        for c in waited:
+            if PX[ow + c] >= 0:
+                skip_s.append(PX[ow + c])
+                skip_p.append(2 * c)
+                PX[ow + c] = -1
+        for e in ready:
+            skip_s.append(e[0])
+            skip_p.append(e[1])
+        for i in range(li, len(later_p)):
+            skip_s.append(later_s[i])
+            skip_p.append(later_p[i])
     if freed < need:
         for i in range(len(take_s)):
             _heap_push(S, t, take_s[i], out[start + i])
@@ -524,6 +835,7 @@ def _walk(S, t, need, action, out):
             _heap_push(S, t, skip_s[i], skip_p[i])
         while len(out) > start:
             out.pop()
+            acts.pop()
         S.M[M_SHORT] = need - freed
         return False
     for i in range(len(skip_s)):
@@ -583,7 +895,12 @@ def _room_ssd(S, need):
             return True
         S.M[M_SHORT] = -1
         vict = [np.int64(0) for _ in range(0)]
-        if not _walk(S, SSD, need, DROP, vict):
+        acts = [np.int64(0) for _ in range(0)]
+        act = _action(S, SSD)
+        ok = _walk(S, SSD, need, act, vict, acts)
+        if act == GATE:
+            _tally_gated(S, SSD, vict, acts)
+        if not ok:
             return False
         before = S.M[M_USED2]
         _drop_all(S, SSD, vict)
@@ -609,13 +926,37 @@ def _room_dram(S, need):
             return True
         S.M[M_SHORT] = -1
         vict = [np.int64(0) for _ in range(0)]
-        if not _walk(S, DRAM, need, act, vict):
+        acts = [np.int64(0) for _ in range(0)]
+        ok = _walk(S, DRAM, need, act, vict, acts)
+        if not ok and act == GATE and S.M[M_CAP2] > 0:
+            ok = _walk(S, DRAM, need, GATE_FORCE, vict, acts)   # select_gated's forced pass
+        if act == GATE:
+            _tally_gated(S, DRAM, vict, acts)
+        if not ok:
             return False
+        before = S.M[M_USED1]
+        if act == DECIDE or act == GATE:
+            # per-victim actions: the demotions first, then the drops still in DRAM (NodeSim._make_room)
+            if act == DECIDE:
+                _tally_dram(S, vict, acts)
+            dem = [np.int64(0) for _ in range(0)]
+            drp = [np.int64(0) for _ in range(0)]
+            for i in range(len(vict)):
+                if acts[i] != DROP and S.M[M_CAP2] > 0:
+                    dem.append(vict[i])
+                else:
+                    drp.append(vict[i])
+            if len(dem) and not _demote_to_ssd(S, dem, DRAM):
+                S.M[M_SHORT] = -1
+                return False
+            if len(drp):
+                _drop_all(S, DRAM, drp)
+            need -= before - S.M[M_USED1]
+            continue
         if act == DEMOTE:
             S.K[K_DRAM_DEMOTED] += len(vict)
         else:
             S.K[K_DRAM_DROPPED] += len(vict)
-        before = S.M[M_USED1]
         if act == DEMOTE:
             if not _demote_to_ssd(S, vict, DRAM):
                 S.M[M_SHORT] = -1
@@ -645,7 +986,8 @@ def _room_hbm(S, need):
             return True
         S.M[M_SHORT] = -1
         vict = [np.int64(0) for _ in range(0)]
-        if not _walk(S, HBM, need, act, vict):
+        acts = [np.int64(0) for _ in range(0)]
+        if not _walk(S, HBM, need, act, vict, acts):
             return False
         before = S.M[M_USED0]
         if dest == DRAM:
@@ -669,6 +1011,34 @@ def _make_room(S, t, need):
     if t == DRAM:
         return _room_dram(S, need)
     return _room_ssd(S, need)
+
+
+@njit(cache=True)
+def _drain_writes(S):
+    """``NodeSim._drain_admissions``: the SSD writes asked for, in order (room is made on the SSD
+    first; a payload already on the SSD, or no longer resident, is skipped)."""
+    M = S.M
+    while M[M_AQN] > 0:
+        n = M[M_AQN]
+        if n > M[M_AQMAX]:
+            M[M_AQMAX] = n
+        ps = S.PX[M[M_O_AQ]:M[M_O_AQ] + n].copy()
+        M[M_AQN] = 0
+        if M[M_CAP2] <= 0:
+            continue
+        for p in ps:
+            r = S.res[p]
+            if r == 0 or (r & 4) != 0:
+                continue
+            need = M[M_USED2] + _psize(S, p) - M[M_CAP2]
+            if need > 0:
+                M[M_SHORT] = -1
+                if not _room_ssd(S, need):
+                    continue
+            if S.res[p] == 0:
+                continue
+            _count_ssd_write(S, p)
+            _add_copy(S, SSD, p)
 
 
 @njit(cache=True, inline="always")
@@ -759,7 +1129,23 @@ def _checkpoints(mode, h, r, m, out):
 def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
     """Add tier-``t`` copies of the FA of ``path[lo:hi]`` that are not in tier ``only_absent_bit``'s
     bit (the tier itself: every chunk not yet in ``t``). One pass: descendant counts are strict
-    suffix counts along the path."""
+    suffix counts along the path. The policy hears each new copy, root first, as
+    ``CacheState.add_path_fa`` tells its listeners (lru hears nothing: no list is built)."""
+    if S.M[M_POLICY] == POLICY_LRU:
+        _add_path_fa_bits(S, t, path, lo, hi, only_absent_bit)
+        return
+    added = [np.int64(0) for _ in range(0)]
+    for i in range(lo, hi):
+        p = 2 * path[i]
+        if (S.res[p] & only_absent_bit) == 0:
+            added.append(p)
+    _add_path_fa_bits(S, t, path, lo, hi, only_absent_bit)
+    for p in added:
+        _enter(S, t, p)
+
+
+@njit(cache=True, inline="always")
+def _add_path_fa_bits(S, t, path, lo, hi, only_absent_bit):
     bit = _bit(t)
     res = S.res
     n_add = 0
@@ -849,6 +1235,10 @@ def _step(S, path, counting, R, j):
         _touch(S, 2 * path[k])
     if q >= 0:
         _touch(S, q)
+    if M[M_POLICY] != POLICY_LRU:
+        _on_access(S, path, h, q)
+        if M[M_AQN] > 0:
+            _drain_writes(S)
     entry = M[M_ENTRY]
     states = [np.int64(0) for _ in range(0)]
     # 4. load
@@ -870,6 +1260,7 @@ def _step(S, path, counting, R, j):
                 res[q] |= bit
                 M[M_USED0 + entry] += _psize(S, q)
                 _note_enter(S, entry, q)
+                _enter(S, entry, q)
                 order.append(q)
             if M[M_USED0 + entry] > M[M_CAP0 + entry]:
                 _resolve_or_trim(S, entry, order, False, path, q, states)
@@ -896,6 +1287,7 @@ def _step(S, path, counting, R, j):
             res[qq] |= _bit(t)
             M[M_USED0 + t] += _psize(S, qq)
             _note_enter(S, t, qq)
+            _enter(S, t, qq)
         if M[M_USED0 + t] > M[M_CAP0 + t]:
             # deepest last: by position, FA before STATE at the same position
             order = [np.int64(0) for _ in range(0)]
@@ -919,6 +1311,8 @@ def _step(S, path, counting, R, j):
         skipped = (m - r) * fab
         for k in pos:
             skipped += _psize(S, 2 * path[k - 1] + 1)
+    if M[M_AQN] > 0:
+        _drain_writes(S)          # after on_insert, as NodeSim._insert_new
     R[j, R_H] = h
     R[j, R_R] = r
     R[j, R_M] = m
@@ -962,6 +1356,10 @@ def replay(S, offsets, idx, counted, j0, R):
                 _heap_compact(S, t)
                 if 4 * S.hn[t] > S.hcap[t]:
                     M[M_GROW] |= 2 << t
+        if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > M[M_CAP_OUT]:
+            M[M_GROW] |= GROW_OUT
+        if 2 * M[M_AQMAX] > M[M_CAP_AQ]:
+            M[M_GROW] |= GROW_AQ
         if M[M_GROW] != 0:
             return j
         _step(S, S.flat[a:b], 1 if counted[j] else 0, R, j)
