@@ -27,6 +27,8 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ..cache import state as _state
 from ..cache.state import DEMOTE, DROP, IN_DRAM, IN_SSD
@@ -56,6 +58,24 @@ K_DROPS_FA, K_DROPS_STATE, K_MOVES_FA, K_MOVES_STATE, K_MOVES_FREE, K_REJECTED, 
 # heap meta
 M_LEN, M_NEXT, M_STALE, M_REBUILDS, M_LIVE = range(5)
 N_META = 5
+
+
+# ---------------------------------------------------------------------------- borrowed views
+@intrinsic
+def _b(typingctx, arr):
+    """A view of ``arr`` without a memory-info pointer: numba's reference counting skips it.
+
+    A compiled function increfs every array it receives (a tuple of arrays: each member)
+    at entry and decrefs it at each exit, with atomic instructions; the helpers here take
+    the tuples ``C``/``S``/``T``, so that counting cost most of a selection (perf: nearly
+    all the kernels' samples in NRT_incref/NRT_decref). The entry points pass borrowed
+    views of arrays the caller keeps alive for the whole call (never of arrays a kernel
+    reallocates, such as a heap's entry table)."""
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, value=args[0])
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        return ary._getvalue()
+    return arr(arr), codegen
 
 
 # ---------------------------------------------------------------------------- heap
@@ -442,8 +462,10 @@ def rekey_many(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany, t_fi
                state_demands, pop_p, crc, crc_cum, E, P, F, cmem, smem, ps, now, c_items, c_keys, s_items, s_keys):
     """Fresh keys of the payloads ``ps`` in the candidate heap (``cmem``) and the SSD heap
     (``smem``); returns how many of each were written to the output arrays."""
-    C = (res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany)
-    S = (t_first, t_last, hits, sz, state_demands, pop_p, crc, crc_cum, E)
+    C = (_b(res), _b(pin), _b(size), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
+    S = (_b(t_first), _b(t_last), _b(hits), _b(sz), _b(state_demands), _b(pop_p), _b(crc), _b(crc_cum), _b(E))
+    P = _b(P)
+    F = _b(F)
     nc = 0
     ns = 0
     for i in range(len(ps)):
@@ -838,16 +860,19 @@ def select_dram_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany
                      tf, tl, hits, sz, sdem, popp, crc, crcc, est, P, F, K,
                      cs, ckv, ckk, cmem, cmeta, ss, skv, skk, smem, smeta,
                      td0, td1, td2, td3, td4, ts0, ts1, ts2, ts3, ts4, G, need, now, ssd_free):
-    C = (res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany)
-    S = (tf, tl, hits, sz, sdem, popp, crc, crcc, est)
-    return select_dram(C, S, P, F, K, (cs, ckv, ckk, cmem, cmeta), (ss, skv, skk, smem, smeta),
-                       (td0, td1, td2, td3, td4), (ts0, ts1, ts2, ts3, ts4), G, need, now, ssd_free)
+    C = (_b(res), _b(pin), _b(size), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
+    S = (_b(tf), _b(tl), _b(hits), _b(sz), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
+    return select_dram(C, S, _b(P), _b(F), _b(K), (cs, _b(ckv), _b(ckk), _b(cmem), _b(cmeta)),
+                       (ss, _b(skv), _b(skk), _b(smem), _b(smeta)),
+                       (_b(td0), _b(td1), _b(td2), _b(td3), _b(td4)), (_b(ts0), _b(ts1), _b(ts2), _b(ts3), _b(ts4)),
+                       _b(G), need, now, ssd_free)
 
 
 @njit(cache=True)
 def select_ssd_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
                     tf, tl, hits, sz, sdem, popp, crc, crcc, est, P, F, K,
                     ss, skv, skk, smem, smeta, ts0, ts1, ts2, ts3, ts4, G, need, now, plan):
-    C = (res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany)
-    S = (tf, tl, hits, sz, sdem, popp, crc, crcc, est)
-    return select_ssd(C, S, P, F, K, (ss, skv, skk, smem, smeta), (ts0, ts1, ts2, ts3, ts4), G, need, now, plan)
+    C = (_b(res), _b(pin), _b(size), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
+    S = (_b(tf), _b(tl), _b(hits), _b(sz), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
+    return select_ssd(C, S, _b(P), _b(F), _b(K), (ss, _b(skv), _b(skk), _b(smem), _b(smeta)),
+                      (_b(ts0), _b(ts1), _b(ts2), _b(ts3), _b(ts4)), _b(G), need, now, _b(plan))
