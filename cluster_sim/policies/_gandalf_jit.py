@@ -555,6 +555,14 @@ def _pool_consume(items, pst, vbytes):
 
 
 @njit(cache=True)
+def _move_load(S, P, F, p, now):
+    """The load part of J_move (its whole cost with a valid SSD copy), in _move_cost's terms."""
+    sz = S[3][p]
+    e = e_hits(S, P, F, p, now)
+    return e * P[A_G] * (_ld_ssd(P, sz) - sz / P[A_HOST])
+
+
+@njit(cache=True)
 def _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr, p, ssd_free):
     """(J_move/S, fee, L_vict, victim bytes) with the SSD as tentatively changed."""
     sz = S[3][p]
@@ -683,7 +691,12 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
         pl = 0.0
         pv = 0
         if mok == 1:
-            jm, pf, pl, pv = _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jrs, p, ssd_free)
+            if res[p] & IN_SSD:
+                # a free move (most of them): _move_cost's first return, without passing it the
+                # victim pool (every call counts references of its lists)
+                jm = _move_load(S, P, F, p, now) / sz
+            else:
+                jm, pf, pl, pv = _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jrs, p, ssd_free)
             jm_none = False
         free_move = (not jm_none) and jm != _INF and pf == 0.0 and pl == 0.0
         best = jd if (jm_none or jd <= jm) else jm
@@ -876,3 +889,102 @@ def select_ssd_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
     S = (_b(tf), _b(tl), _b(hits), _b(sz), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
     return select_ssd(C, S, _b(P), _b(F), _b(K), (ss, _b(skv), _b(skk), _b(smem), _b(smeta)),
                       (_b(ts0), _b(ts1), _b(ts2), _b(ts3), _b(ts4)), _b(G), need, now, _b(plan))
+
+
+# ---------------------------------------------------------------------------- residency events
+# The interpreter's on_enter / on_leaf / on_global_leaf and rekeying, for a batch at a time
+# (CacheState delivers one call per batch): the same heap pushes, with the same keys, in the
+# same order as the per-event methods of GandalfPolicy. Pushes go straight into the heaps (the
+# caller flushes their queues first, so the order of every heap's changes is kept).
+@njit(cache=True)
+def _enter(C, S, P, F, HC, HS, tier, now, ps):
+    res = C[0]
+    dcd = C[7]
+    cs, ckv, ckk, cmem, cmeta = HC
+    ss, skv, skk, smem, smeta = HS
+    jr = _new_journal()
+    for i in range(len(ps)):
+        p = ps[i]
+        if tier == 2:                       # SSD
+            h_push(ss, skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now), jr, False)
+            continue
+        if tier == 1 and (is_state(p) or dcd[chunk_of(p)] == 0):
+            h_push(cs, ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now), jr, False)
+        if res[p] & IN_SSD and not smem[p]:
+            h_push(ss, skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now), jr, False)
+
+
+@njit(cache=True)
+def _leaf_events(C, S, P, F, HC, HS, dram, now, kinds, nodes):
+    res = C[0]
+    dcd = C[7]
+    cs, ckv, ckk, cmem, cmeta = HC
+    ss, skv, skk, smem, smeta = HS
+    jr = _new_journal()
+    for i in range(len(kinds)):
+        p = fa_of(nodes[i])
+        if kinds[i] == 0:                   # on_leaf(tier, c)
+            if dram and res[p] & IN_DRAM and not cmem[p]:
+                h_push(cs, ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now), jr, False)
+        else:                               # on_global_leaf(c)
+            r = res[p]
+            if r & IN_DRAM and not cmem[p] and dcd[nodes[i]] == 0:
+                h_push(cs, ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now), jr, False)
+            if r & IN_SSD and not smem[p]:
+                h_push(ss, skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now), jr, False)
+
+
+@njit(cache=True)
+def _rekey_push(C, S, P, F, HC, HS, now, ps):
+    """_rekey: every payload of ``ps`` in a heap is pushed again with its current key (all
+    candidate keys are computed before any push, as the interpreter does: keys do not read
+    the heaps, so computing them in turn is the same)."""
+    cs, ckv, ckk, cmem, cmeta = HC
+    ss, skv, skk, smem, smeta = HS
+    jr = _new_journal()
+    nc = 0
+    ns = 0
+    for i in range(len(ps)):
+        p = ps[i]
+        if cmem[p]:
+            nc += 1
+        if smem[p]:
+            ns += 1
+    ci = np.empty(nc, dtype=np.int64)
+    ck = np.empty(nc)
+    si = np.empty(ns, dtype=np.int64)
+    sk = np.empty(ns)
+    nc = 0
+    ns = 0
+    for i in range(len(ps)):
+        p = ps[i]
+        if cmem[p]:
+            ci[nc] = p
+            ck[nc] = cand_key(C, S, P, F, p, now)
+            nc += 1
+        if smem[p]:
+            si[ns] = p
+            sk[ns] = ssd_key(C, S, P, F, p, now)
+            ns += 1
+    for i in range(nc):
+        h_push(cs, ckv, ckk, cmem, cmeta, ci[i], ck[i], jr, False)
+    for i in range(ns):
+        h_push(ss, skv, skk, smem, smeta, si[i], sk[i], jr, False)
+
+
+@njit(cache=True)
+def events_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
+                tf, tl, hits, sz, sdem, popp, crc, crcc, est, P, F,
+                cs, ckv, ckk, cmem, cmeta, ss, skv, skk, smem, smeta, what, tier, now, a, b):
+    """what 0: on_enter(tier, p) for p in ``a``; 1: the leaf events (kinds ``a``, chunks ``b``)
+    of tier ``tier``; 2: _rekey(``a``)."""
+    C = (_b(res), _b(pin), _b(size), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
+    S = (_b(tf), _b(tl), _b(hits), _b(sz), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
+    HC = (cs, _b(ckv), _b(ckk), _b(cmem), _b(cmeta))
+    HS = (ss, _b(skv), _b(skk), _b(smem), _b(smeta))
+    if what == 0:
+        _enter(C, S, _b(P), _b(F), HC, HS, tier, now, _b(a))
+    elif what == 1:
+        _leaf_events(C, S, _b(P), _b(F), HC, HS, tier == 1, now, _b(a), _b(b))
+    else:
+        _rekey_push(C, S, _b(P), _b(F), HC, HS, now, _b(a))
