@@ -457,30 +457,6 @@ def cand_key(C, S, P, F, p, now):
     return jd if jd < jm else jm
 
 
-@njit(cache=True)
-def rekey_many(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany, t_first, t_last, hits, sz,
-               state_demands, pop_p, crc, crc_cum, E, P, F, cmem, smem, ps, now, c_items, c_keys, s_items, s_keys):
-    """Fresh keys of the payloads ``ps`` in the candidate heap (``cmem``) and the SSD heap
-    (``smem``); returns how many of each were written to the output arrays."""
-    C = (_b(res), _b(pin), _b(size), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
-    S = (_b(t_first), _b(t_last), _b(hits), _b(sz), _b(state_demands), _b(pop_p), _b(crc), _b(crc_cum), _b(E))
-    P = _b(P)
-    F = _b(F)
-    nc = 0
-    ns = 0
-    for i in range(len(ps)):
-        p = ps[i]
-        if cmem[p]:
-            c_items[nc] = p
-            c_keys[nc] = cand_key(C, S, P, F, p, now)
-            nc += 1
-        if smem[p]:
-            s_items[ns] = p
-            s_keys[ns] = ssd_key(C, S, P, F, p, now)
-            ns += 1
-    return nc, ns
-
-
 # ---------------------------------------------------------------------------- victim pool
 # The cheapest SSD victims (per byte) for one DRAM selection: items (value, bytes, payload),
 # popped (key, payload) to restore, pst = [used, done] (GandalfPolicy's _VictimPool).
@@ -897,21 +873,66 @@ def select_ssd_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
 # same order as the per-event methods of GandalfPolicy. Pushes go straight into the heaps (the
 # caller flushes their queues first, so the order of every heap's changes is kept).
 @njit(cache=True)
+def h_push_many(store, kver, kkey, mem, meta, items, keys, n):
+    """h_push (no journal) of ``items[:n]`` with ``keys[:n]``, in order, holding the entry table
+    (a push through h_push fetches it from the list and counts references each time)."""
+    E = store[0]
+    Eb = _b(E)
+    for i in range(n):
+        item = items[i]
+        key = keys[i]
+        meta[M_NEXT] += 1
+        v = meta[M_NEXT]
+        if kver[item] == 0:
+            meta[M_LIVE] += 1
+        kver[item] = v
+        kkey[item] = key
+        mem[item] = 1
+        ln = meta[M_LEN]
+        if ln == Eb.shape[0]:
+            E2 = np.empty((2 * ln + 16, 3), dtype=np.float64)
+            E2[:ln] = Eb[:ln]
+            store[0] = E2
+            E = E2
+            Eb = _b(E)
+        _put(Eb, ln, key, float(item), float(v))
+        meta[M_LEN] = ln + 1
+        _sift_root(Eb, ln)
+        if meta[M_LEN] > 2 * meta[M_LIVE] + _SLACK:
+            _rebuild(Eb, kver, meta)
+    return E.shape[0]
+
+
+@njit(cache=True)
 def _enter(C, S, P, F, HC, HS, tier, now, ps):
     res = C[0]
     dcd = C[7]
     cs, ckv, ckk, cmem, cmeta = HC
     ss, skv, skk, smem, smeta = HS
-    jr = _new_journal()
-    for i in range(len(ps)):
+    n = len(ps)
+    ci = np.empty(n, dtype=np.int64)
+    ck = np.empty(n)
+    si = np.empty(n, dtype=np.int64)
+    sk = np.empty(n)
+    nc = 0
+    ns = 0
+    for i in range(n):                      # the payloads are distinct: no push changes a later test
         p = ps[i]
         if tier == 2:                       # SSD
-            h_push(ss, skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now), jr, False)
+            si[ns] = p
+            sk[ns] = ssd_key(C, S, P, F, p, now)
+            ns += 1
             continue
         if tier == 1 and (is_state(p) or dcd[chunk_of(p)] == 0):
-            h_push(cs, ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now), jr, False)
+            ci[nc] = p
+            ck[nc] = cand_key(C, S, P, F, p, now)
+            nc += 1
         if res[p] & IN_SSD and not smem[p]:
-            h_push(ss, skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now), jr, False)
+            si[ns] = p
+            sk[ns] = ssd_key(C, S, P, F, p, now)
+            ns += 1
+    h_push_many(cs, ckv, ckk, cmem, cmeta, ci, ck, nc)
+    h_push_many(ss, skv, skk, smem, smeta, si, sk, ns)
 
 
 @njit(cache=True)
@@ -920,43 +941,52 @@ def _leaf_events(C, S, P, F, HC, HS, dram, now, kinds, nodes):
     dcd = C[7]
     cs, ckv, ckk, cmem, cmeta = HC
     ss, skv, skk, smem, smeta = HS
-    jr = _new_journal()
-    for i in range(len(kinds)):
+    n = len(kinds)
+    ci = np.empty(n, dtype=np.int64)
+    ck = np.empty(n)
+    si = np.empty(n, dtype=np.int64)
+    sk = np.empty(n)
+    nc = 0
+    ns = 0
+    # membership is what later events test: it is set at once, the pushes follow in order
+    for i in range(n):
         p = fa_of(nodes[i])
         if kinds[i] == 0:                   # on_leaf(tier, c)
             if dram and res[p] & IN_DRAM and not cmem[p]:
-                h_push(cs, ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now), jr, False)
+                cmem[p] = 1
+                ci[nc] = p
+                ck[nc] = cand_key(C, S, P, F, p, now)
+                nc += 1
         else:                               # on_global_leaf(c)
             r = res[p]
             if r & IN_DRAM and not cmem[p] and dcd[nodes[i]] == 0:
-                h_push(cs, ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now), jr, False)
+                cmem[p] = 1
+                ci[nc] = p
+                ck[nc] = cand_key(C, S, P, F, p, now)
+                nc += 1
             if r & IN_SSD and not smem[p]:
-                h_push(ss, skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now), jr, False)
+                smem[p] = 1
+                si[ns] = p
+                sk[ns] = ssd_key(C, S, P, F, p, now)
+                ns += 1
+    h_push_many(cs, ckv, ckk, cmem, cmeta, ci, ck, nc)
+    h_push_many(ss, skv, skk, smem, smeta, si, sk, ns)
 
 
 @njit(cache=True)
 def _rekey_push(C, S, P, F, HC, HS, now, ps):
-    """_rekey: every payload of ``ps`` in a heap is pushed again with its current key (all
-    candidate keys are computed before any push, as the interpreter does: keys do not read
-    the heaps, so computing them in turn is the same)."""
+    """_rekey: every payload of ``ps`` in a heap is pushed again with its current key (keys
+    do not read the heaps, and a member stays one: the order of the pushes is all that counts)."""
     cs, ckv, ckk, cmem, cmeta = HC
     ss, skv, skk, smem, smeta = HS
-    jr = _new_journal()
+    n = len(ps)
+    ci = np.empty(n, dtype=np.int64)
+    ck = np.empty(n)
+    si = np.empty(n, dtype=np.int64)
+    sk = np.empty(n)
     nc = 0
     ns = 0
-    for i in range(len(ps)):
-        p = ps[i]
-        if cmem[p]:
-            nc += 1
-        if smem[p]:
-            ns += 1
-    ci = np.empty(nc, dtype=np.int64)
-    ck = np.empty(nc)
-    si = np.empty(ns, dtype=np.int64)
-    sk = np.empty(ns)
-    nc = 0
-    ns = 0
-    for i in range(len(ps)):
+    for i in range(n):
         p = ps[i]
         if cmem[p]:
             ci[nc] = p
@@ -966,10 +996,8 @@ def _rekey_push(C, S, P, F, HC, HS, now, ps):
             si[ns] = p
             sk[ns] = ssd_key(C, S, P, F, p, now)
             ns += 1
-    for i in range(nc):
-        h_push(cs, ckv, ckk, cmem, cmeta, ci[i], ck[i], jr, False)
-    for i in range(ns):
-        h_push(ss, skv, skk, smem, smeta, si[i], sk[i], jr, False)
+    h_push_many(cs, ckv, ckk, cmem, cmeta, ci, ck, nc)
+    h_push_many(ss, skv, skk, smem, smeta, si, sk, ns)
 
 
 @njit(cache=True)
