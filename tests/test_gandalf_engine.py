@@ -24,12 +24,24 @@ PARAMS = [{}, {"alpha": 0}, {"alpha": "inf"}, {"victim_loss": "shadow_price", "v
           {"reuse": "learned", "objective": "chunks", "refit_requests": 5}, {"reuse": "hints", "alpha": 0}]
 
 
-def _replay(tr, model, params, engine, caps, signals=None):
+class _PerEvent:
+    """A listener forwarding only the per-event methods: CacheState then delivers every
+    residency event one call at a time, leaf events from its interpreted climb (the delivery
+    before batches, docs/decisions.md 91)."""
+
+    def __init__(self, pol):
+        self.on_enter, self.on_leave = pol.on_enter, pol.on_leave
+        self.on_leaf, self.on_global_leaf = pol.on_leaf, pol.on_global_leaf
+
+
+def _replay(tr, model, params, engine, caps, signals=None, per_event=False):
     F = model.fa_bytes(256)
     S = model.state_bytes(256) if model.has_state else 0
     unit = F + S // 3
     node = make_node(tr, model, policy="gandalf", policy_params={**params, "engine": engine},
                      hbm_cache_bytes=caps[0] * unit, dram_bytes=caps[1] * unit, ssd_bytes=caps[2] * unit)
+    if per_event:
+        node.st.listeners = [_PerEvent(node.policy)]
     recs = []
     for i in range(tr.n_requests):
         sid, stop, agent = signals[i] if signals else (-1, 0, -1)
@@ -65,6 +77,21 @@ def test_compiled_engine_decides_exactly_as_the_reference(w):
     ref, ref_recs = _replay(tr, model, params, "python", caps, signals)
     jit, jit_recs = _replay(tr, model, params, "numba", caps, signals)
     assert jit.policy._jit is not None and ref.policy._jit is None
+    assert jit_recs == ref_recs
+    assert np.array_equal(jit.st.res, ref.st.res)
+    assert jit.policy.counters() == ref.policy.counters()
+
+
+@settings(max_examples=100, deadline=None)
+@given(workloads())
+def test_batched_compiled_events_decide_exactly_as_per_event_delivery(w):
+    """The compiled engine with batched residency events (CacheState.leaf_events, the event
+    kernels) against the interpreted engine with one call per event: two code paths."""
+    paths, model_name, mode, caps, params, arrivals, signals = w
+    model = load_model(model_name, state_checkpoints=mode)
+    tr = trace_from_paths(paths, arrivals=arrivals)
+    ref, ref_recs = _replay(tr, model, params, "python", caps, signals, per_event=True)
+    jit, jit_recs = _replay(tr, model, params, "numba", caps, signals)
     assert jit_recs == ref_recs
     assert np.array_equal(jit.st.res, ref.st.res)
     assert jit.policy.counters() == ref.policy.counters()
@@ -115,3 +142,22 @@ def test_engine_setting_is_checked_and_missing_numba_is_named(monkeypatch):
         assert node.policy._jit is None                  # auto falls back to the interpreted engine
     finally:
         gandalf._import_jit.cache_clear()
+
+
+@pytest.mark.parametrize("policy", ["gandalf", "gandalf_paper"])
+def test_batched_events_give_the_same_run_on_the_default_trace_as_per_event_delivery(policy, monkeypatch):
+    """The default trace on a node whose SSD evicts: the compiled engine with batched residency
+    events against the interpreted engine with one call per event (CacheState's per-event path,
+    its interpreted leaf climb): every figure but wall times."""
+    from cluster_sim.policies.gandalf import GandalfPolicy
+
+    def run(engine):
+        cfg = cluster_sim.compose([f"policy={policy}", f"policy.engine={engine}", "tracking.enabled=false",
+                                   "hardware.hbm_cache_bytes=0", "hardware.dram_bytes=2GB", "hardware.ssd_bytes=12GB"])
+        s = cluster_sim.run(cfg, write=False)
+        return {k: v for k, v in s.fleet.items() if "wall" not in k and "per_s" not in k}
+    batched = run("numba")
+    assert batched["policy.gandalf.ssd_evictions"] > 0
+    for name in ("on_enter_many", "on_leave_many", "on_leaf_events"):
+        monkeypatch.delattr(GandalfPolicy, name)
+    assert run("python") == batched

@@ -98,6 +98,9 @@ class CacheState:
         self.lrus: list[list[TierLRU]] = [[], [], []]
         self.listeners = []   # objects with on_enter/on_leave(tier, p), on_leaf(tier, c), on_global_leaf(c)
         self.leaf_tiers = frozenset((0, 1, 2))   # tiers whose on_leaf events some listener wants
+        self._memo_end = None            # leaf_events: where climbs ended, valid when _memo_gen == _memo_g
+        self._memo_gen = None
+        self._memo_g = 0
         self.record_events = False       # stored / removed chunk events for a KV-aware router
         self.ev_stored: list = []
         self.ev_removed: list = []
@@ -257,7 +260,10 @@ class CacheState:
                             for li in self.listeners:
                                 li.on_leave(tt, q)
             if self.listeners:
-                self._leaf_events(t, c, now == 0)
+                if self._batch_leaf:
+                    self._deliver_leaf_events(t, np.asarray([c], dtype=np.int64), np.asarray([now == 0]))
+                else:
+                    self._leaf_events(t, c, now == 0)
         return removed
 
     def _leaf_events(self, t: int, c: int, gone: bool, memo: dict | None = None) -> None:
@@ -305,6 +311,35 @@ class CacheState:
             for li in self.listeners:
                 li.on_global_leaf(par)
 
+    @property
+    def _batch_leaf(self) -> bool:
+        """Leaf events go out in batches (one call per removal) when the only listener takes them."""
+        return len(self.listeners) == 1 and hasattr(self.listeners[0], "on_leaf_events")
+
+    def leaf_events(self, t: int, cs: np.ndarray, gone: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The events :meth:`_leaf_events` gives, in the same order, for the FA copies of the
+        chunks ``cs`` that left tier ``t`` (``gone``: those that lost their last copy), as arrays
+        ``(kinds, chunks)``: kind 0 = ``on_leaf(t, chunk)``, 1 = ``on_global_leaf(chunk)``.
+        Compiled (numba) when available: one call per removal instead of one per chunk."""
+        if len(cs) == 0:
+            return _NO_EVENTS, _NO_EVENTS
+        if self._memo_end is None:
+            self._memo_end = np.zeros(self.n_chunks, dtype=np.int64)
+            self._memo_gen = np.zeros(self.n_chunks, dtype=np.int64)
+        self._memo_g += 1
+        cs = np.asarray(cs, dtype=np.int64)
+        gone = np.asarray(gone, dtype=np.bool_)
+        kinds = np.empty(2 * len(cs), dtype=np.int64)
+        nodes = np.empty(2 * len(cs), dtype=np.int64)
+        n = _leaf_events_kernel()(t in self.leaf_tiers, BIT[t], cs, gone, self.parent, self.res, self.dcnt[t],
+                                  self.dany, self._memo_end, self._memo_gen, self._memo_g, kinds, nodes)
+        return kinds[:n], nodes[:n]
+
+    def _deliver_leaf_events(self, t: int, cs: np.ndarray, gone: np.ndarray) -> None:
+        kinds, nodes = self.leaf_events(t, cs, gone)
+        if len(kinds):
+            self.listeners[0].on_leaf_events(t, kinds, nodes)
+
     def remove_copies(self, ps: list[int], t: int) -> list[tuple[int, int]]:
         """Remove the tier-``t`` copies of ``ps`` at once (same result as one by one)."""
         if len(ps) == 1:
@@ -323,9 +358,13 @@ class CacheState:
         self.left_n[t] += len(arr)
         removed = [(int(p), t) for p in arr.tolist()]
         if self.listeners:
-            for p, _ in removed:
-                for li in self.listeners:
-                    li.on_leave(t, p)
+            leave_many = getattr(self.listeners[0], "on_leave_many", None) if len(self.listeners) == 1 else None
+            if leave_many is not None:
+                leave_many(t, arr)
+            else:
+                for p, _ in removed:
+                    for li in self.listeners:
+                        li.on_leave(t, p)
         fa_mask = is_state(arr) == 0
         if fa_mask.any():
             cs = chunk_of(arr[fa_mask])
@@ -352,9 +391,12 @@ class CacheState:
                                 li.on_leave(tt, q)
                     self.res[q] = 0
             if self.listeners:
-                memo: dict[int, int] = {}
-                for c, gone in zip(cs.tolist(), lostm.tolist()):
-                    self._leaf_events(t, c, gone, memo)
+                if self._batch_leaf:
+                    self._deliver_leaf_events(t, cs, lostm)
+                else:
+                    memo: dict[int, int] = {}
+                    for c, gone in zip(cs.tolist(), lostm.tolist()):
+                        self._leaf_events(t, c, gone, memo)
         return removed
 
     def add_copies(self, ps: list[int], t: int) -> None:
@@ -378,8 +420,12 @@ class CacheState:
             for p in ps:
                 w.note_enter(p)
         for li in self.listeners:
-            for p in ps:
-                li.on_enter(t, p)
+            enter_many = getattr(li, "on_enter_many", None)
+            if enter_many is not None:
+                enter_many(t, arr)
+            else:
+                for p in ps:
+                    li.on_enter(t, p)
 
     def _dec_ancestors(self, arr: np.ndarray, cs: np.ndarray, sign: int = 1) -> None:
         """``arr[a] -= sign * #{c in cs: a is a strict ancestor of c}`` for distinct chunks ``cs``.
@@ -435,8 +481,12 @@ class CacheState:
                 self.ev_stored.append(path[new_any].copy())
         self._note_walkers(t, fa)
         for li in self.listeners:
-            for p in fa.tolist():
-                li.on_enter(t, p)
+            enter_many = getattr(li, "on_enter_many", None)
+            if enter_many is not None:
+                enter_many(t, fa)
+            else:
+                for p in fa.tolist():
+                    li.on_enter(t, p)
 
     def _note_walkers(self, t: int, ps: np.ndarray) -> None:
         """Payloads entering tier ``t`` whose touch a walker of that tier already read past
@@ -493,6 +543,60 @@ class CacheState:
         for c in np.flatnonzero(resident):
             exp[self.ancestors(int(c))] += 1
         assert np.array_equal(exp, self.dany), "dany inconsistent"
+
+
+_NO_EVENTS = np.zeros(0, dtype=np.int64)
+
+
+def _leaf_events_py(want_leaf, bit, cs, gone, parent, res, dc, dany, memo_end, memo_gen, g, kinds, nodes):
+    """CacheState._leaf_events over a batch of removed chunks (state unchanged meanwhile), as
+    arrays; ``memo_*`` remember where climbs ended (only speed depends on it). Returns the
+    number of events written."""
+    n = 0
+    for i in range(len(cs)):
+        c = cs[i]
+        par = parent[c]
+        if par < 0:
+            continue
+        if want_leaf and dc[par] == 0:
+            y = par
+            while True:
+                if y >= 0 and memo_gen[y] == g:
+                    stop = y
+                    y = memo_end[y]
+                    break
+                if y < 0 or res[2 * y] & bit or dc[y] != 0:
+                    stop = y
+                    break
+                y = parent[y]
+            x = par
+            while x != stop:
+                memo_gen[x] = g
+                memo_end[x] = y
+                x = parent[x]
+            if y >= 0 and res[2 * y] & bit and dc[y] == 0:
+                kinds[n] = 0
+                nodes[n] = y
+                n += 1
+        if gone[i] and dany[par] == 0 and res[2 * par]:
+            kinds[n] = 1
+            nodes[n] = par
+            n += 1
+    return n
+
+
+_LEAF_KERNEL = []
+
+
+def _leaf_events_kernel():
+    """The compiled leaf-event kernel (numba), or the interpreted one without numba."""
+    if not _LEAF_KERNEL:
+        try:
+            from numba import njit
+            _LEAF_KERNEL.append(njit(cache=True)(_leaf_events_py))
+        except ImportError:
+            _LEAF_KERNEL.append(_leaf_events_py)
+    return _LEAF_KERNEL[0]
 
 
 def _strict_suffix_count(mask: np.ndarray) -> np.ndarray:

@@ -27,6 +27,8 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ..cache import state as _state
 from ..cache.state import DEMOTE, DROP, IN_DRAM, IN_SSD
@@ -56,6 +58,24 @@ K_DROPS_FA, K_DROPS_STATE, K_MOVES_FA, K_MOVES_STATE, K_MOVES_FREE, K_REJECTED, 
 # heap meta
 M_LEN, M_NEXT, M_STALE, M_REBUILDS, M_LIVE = range(5)
 N_META = 5
+
+
+# ---------------------------------------------------------------------------- borrowed views
+@intrinsic
+def _b(typingctx, arr):
+    """A view of ``arr`` without a memory-info pointer: numba's reference counting skips it.
+
+    A compiled function increfs every array it receives (a tuple of arrays: each member)
+    at entry and decrefs it at each exit, with atomic instructions; the helpers here take
+    the tuples ``C``/``S``/``T``, so that counting cost most of a selection (perf: nearly
+    all the kernels' samples in NRT_incref/NRT_decref). The entry points pass borrowed
+    views of arrays the caller keeps alive for the whole call (never of arrays a kernel
+    reallocates, such as a heap's entry table)."""
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, value=args[0])
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        return ary._getvalue()
+    return arr(arr), codegen
 
 
 # ---------------------------------------------------------------------------- heap
@@ -437,28 +457,6 @@ def cand_key(C, S, P, F, p, now):
     return jd if jd < jm else jm
 
 
-@njit(cache=True)
-def rekey_many(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany, t_first, t_last, hits, sz,
-               state_demands, pop_p, crc, crc_cum, E, P, F, cmem, smem, ps, now, c_items, c_keys, s_items, s_keys):
-    """Fresh keys of the payloads ``ps`` in the candidate heap (``cmem``) and the SSD heap
-    (``smem``); returns how many of each were written to the output arrays."""
-    C = (res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany)
-    S = (t_first, t_last, hits, sz, state_demands, pop_p, crc, crc_cum, E)
-    nc = 0
-    ns = 0
-    for i in range(len(ps)):
-        p = ps[i]
-        if cmem[p]:
-            c_items[nc] = p
-            c_keys[nc] = cand_key(C, S, P, F, p, now)
-            nc += 1
-        if smem[p]:
-            s_items[ns] = p
-            s_keys[ns] = ssd_key(C, S, P, F, p, now)
-            ns += 1
-    return nc, ns
-
-
 # ---------------------------------------------------------------------------- victim pool
 # The cheapest SSD victims (per byte) for one DRAM selection: items (value, bytes, payload),
 # popped (key, payload) to restore, pst = [used, done] (GandalfPolicy's _VictimPool).
@@ -530,6 +528,14 @@ def _pool_consume(items, pst, vbytes):
     while got < vbytes and pst[0] < len(items):
         got += items[pst[0]][1]
         pst[0] += 1
+
+
+@njit(cache=True)
+def _move_load(S, P, F, p, now):
+    """The load part of J_move (its whole cost with a valid SSD copy), in _move_cost's terms."""
+    sz = S[3][p]
+    e = e_hits(S, P, F, p, now)
+    return e * P[A_G] * (_ld_ssd(P, sz) - sz / P[A_HOST])
 
 
 @njit(cache=True)
@@ -661,7 +667,12 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
         pl = 0.0
         pv = 0
         if mok == 1:
-            jm, pf, pl, pv = _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jrs, p, ssd_free)
+            if res[p] & IN_SSD:
+                # a free move (most of them): _move_cost's first return, without passing it the
+                # victim pool (every call counts references of its lists)
+                jm = _move_load(S, P, F, p, now) / sz
+            else:
+                jm, pf, pl, pv = _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jrs, p, ssd_free)
             jm_none = False
         free_move = (not jm_none) and jm != _INF and pf == 0.0 and pl == 0.0
         best = jd if (jm_none or jd <= jm) else jm
@@ -838,16 +849,170 @@ def select_dram_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany
                      tf, tl, hits, sz, sdem, popp, crc, crcc, est, P, F, K,
                      cs, ckv, ckk, cmem, cmeta, ss, skv, skk, smem, smeta,
                      td0, td1, td2, td3, td4, ts0, ts1, ts2, ts3, ts4, G, need, now, ssd_free):
-    C = (res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany)
-    S = (tf, tl, hits, sz, sdem, popp, crc, crcc, est)
-    return select_dram(C, S, P, F, K, (cs, ckv, ckk, cmem, cmeta), (ss, skv, skk, smem, smeta),
-                       (td0, td1, td2, td3, td4), (ts0, ts1, ts2, ts3, ts4), G, need, now, ssd_free)
+    C = (_b(res), _b(pin), _b(size), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
+    S = (_b(tf), _b(tl), _b(hits), _b(sz), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
+    return select_dram(C, S, _b(P), _b(F), _b(K), (cs, _b(ckv), _b(ckk), _b(cmem), _b(cmeta)),
+                       (ss, _b(skv), _b(skk), _b(smem), _b(smeta)),
+                       (_b(td0), _b(td1), _b(td2), _b(td3), _b(td4)), (_b(ts0), _b(ts1), _b(ts2), _b(ts3), _b(ts4)),
+                       _b(G), need, now, ssd_free)
 
 
 @njit(cache=True)
 def select_ssd_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
                     tf, tl, hits, sz, sdem, popp, crc, crcc, est, P, F, K,
                     ss, skv, skk, smem, smeta, ts0, ts1, ts2, ts3, ts4, G, need, now, plan):
-    C = (res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany)
-    S = (tf, tl, hits, sz, sdem, popp, crc, crcc, est)
-    return select_ssd(C, S, P, F, K, (ss, skv, skk, smem, smeta), (ts0, ts1, ts2, ts3, ts4), G, need, now, plan)
+    C = (_b(res), _b(pin), _b(size), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
+    S = (_b(tf), _b(tl), _b(hits), _b(sz), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
+    return select_ssd(C, S, _b(P), _b(F), _b(K), (ss, _b(skv), _b(skk), _b(smem), _b(smeta)),
+                      (_b(ts0), _b(ts1), _b(ts2), _b(ts3), _b(ts4)), _b(G), need, now, _b(plan))
+
+
+# ---------------------------------------------------------------------------- residency events
+# The interpreter's on_enter / on_leaf / on_global_leaf and rekeying, for a batch at a time
+# (CacheState delivers one call per batch): the same heap pushes, with the same keys, in the
+# same order as the per-event methods of GandalfPolicy. Pushes go straight into the heaps (the
+# caller flushes their queues first, so the order of every heap's changes is kept).
+@njit(cache=True)
+def h_push_many(store, kver, kkey, mem, meta, items, keys, n):
+    """h_push (no journal) of ``items[:n]`` with ``keys[:n]``, in order, holding the entry table
+    (a push through h_push fetches it from the list and counts references each time)."""
+    E = store[0]
+    Eb = _b(E)
+    for i in range(n):
+        item = items[i]
+        key = keys[i]
+        meta[M_NEXT] += 1
+        v = meta[M_NEXT]
+        if kver[item] == 0:
+            meta[M_LIVE] += 1
+        kver[item] = v
+        kkey[item] = key
+        mem[item] = 1
+        ln = meta[M_LEN]
+        if ln == Eb.shape[0]:
+            E2 = np.empty((2 * ln + 16, 3), dtype=np.float64)
+            E2[:ln] = Eb[:ln]
+            store[0] = E2
+            E = E2
+            Eb = _b(E)
+        _put(Eb, ln, key, float(item), float(v))
+        meta[M_LEN] = ln + 1
+        _sift_root(Eb, ln)
+        if meta[M_LEN] > 2 * meta[M_LIVE] + _SLACK:
+            _rebuild(Eb, kver, meta)
+    return E.shape[0]
+
+
+@njit(cache=True)
+def _enter(C, S, P, F, HC, HS, tier, now, ps):
+    res = C[0]
+    dcd = C[7]
+    cs, ckv, ckk, cmem, cmeta = HC
+    ss, skv, skk, smem, smeta = HS
+    n = len(ps)
+    ci = np.empty(n, dtype=np.int64)
+    ck = np.empty(n)
+    si = np.empty(n, dtype=np.int64)
+    sk = np.empty(n)
+    nc = 0
+    ns = 0
+    for i in range(n):                      # the payloads are distinct: no push changes a later test
+        p = ps[i]
+        if tier == 2:                       # SSD
+            si[ns] = p
+            sk[ns] = ssd_key(C, S, P, F, p, now)
+            ns += 1
+            continue
+        if tier == 1 and (is_state(p) or dcd[chunk_of(p)] == 0):
+            ci[nc] = p
+            ck[nc] = cand_key(C, S, P, F, p, now)
+            nc += 1
+        if res[p] & IN_SSD and not smem[p]:
+            si[ns] = p
+            sk[ns] = ssd_key(C, S, P, F, p, now)
+            ns += 1
+    h_push_many(cs, ckv, ckk, cmem, cmeta, ci, ck, nc)
+    h_push_many(ss, skv, skk, smem, smeta, si, sk, ns)
+
+
+@njit(cache=True)
+def _leaf_events(C, S, P, F, HC, HS, dram, now, kinds, nodes):
+    res = C[0]
+    dcd = C[7]
+    cs, ckv, ckk, cmem, cmeta = HC
+    ss, skv, skk, smem, smeta = HS
+    n = len(kinds)
+    ci = np.empty(n, dtype=np.int64)
+    ck = np.empty(n)
+    si = np.empty(n, dtype=np.int64)
+    sk = np.empty(n)
+    nc = 0
+    ns = 0
+    # membership is what later events test: it is set at once, the pushes follow in order
+    for i in range(n):
+        p = fa_of(nodes[i])
+        if kinds[i] == 0:                   # on_leaf(tier, c)
+            if dram and res[p] & IN_DRAM and not cmem[p]:
+                cmem[p] = 1
+                ci[nc] = p
+                ck[nc] = cand_key(C, S, P, F, p, now)
+                nc += 1
+        else:                               # on_global_leaf(c)
+            r = res[p]
+            if r & IN_DRAM and not cmem[p] and dcd[nodes[i]] == 0:
+                cmem[p] = 1
+                ci[nc] = p
+                ck[nc] = cand_key(C, S, P, F, p, now)
+                nc += 1
+            if r & IN_SSD and not smem[p]:
+                smem[p] = 1
+                si[ns] = p
+                sk[ns] = ssd_key(C, S, P, F, p, now)
+                ns += 1
+    h_push_many(cs, ckv, ckk, cmem, cmeta, ci, ck, nc)
+    h_push_many(ss, skv, skk, smem, smeta, si, sk, ns)
+
+
+@njit(cache=True)
+def _rekey_push(C, S, P, F, HC, HS, now, ps):
+    """_rekey: every payload of ``ps`` in a heap is pushed again with its current key (keys
+    do not read the heaps, and a member stays one: the order of the pushes is all that counts)."""
+    cs, ckv, ckk, cmem, cmeta = HC
+    ss, skv, skk, smem, smeta = HS
+    n = len(ps)
+    ci = np.empty(n, dtype=np.int64)
+    ck = np.empty(n)
+    si = np.empty(n, dtype=np.int64)
+    sk = np.empty(n)
+    nc = 0
+    ns = 0
+    for i in range(n):
+        p = ps[i]
+        if cmem[p]:
+            ci[nc] = p
+            ck[nc] = cand_key(C, S, P, F, p, now)
+            nc += 1
+        if smem[p]:
+            si[ns] = p
+            sk[ns] = ssd_key(C, S, P, F, p, now)
+            ns += 1
+    h_push_many(cs, ckv, ckk, cmem, cmeta, ci, ck, nc)
+    h_push_many(ss, skv, skk, smem, smeta, si, sk, ns)
+
+
+@njit(cache=True)
+def events_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
+                tf, tl, hits, sz, sdem, popp, crc, crcc, est, P, F,
+                cs, ckv, ckk, cmem, cmeta, ss, skv, skk, smem, smeta, what, tier, now, a, b):
+    """what 0: on_enter(tier, p) for p in ``a``; 1: the leaf events (kinds ``a``, chunks ``b``)
+    of tier ``tier``; 2: _rekey(``a``)."""
+    C = (_b(res), _b(pin), _b(size), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
+    S = (_b(tf), _b(tl), _b(hits), _b(sz), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
+    HC = (cs, _b(ckv), _b(ckk), _b(cmem), _b(cmeta))
+    HS = (ss, _b(skv), _b(skk), _b(smem), _b(smeta))
+    if what == 0:
+        _enter(C, S, _b(P), _b(F), HC, HS, tier, now, _b(a))
+    elif what == 1:
+        _leaf_events(C, S, _b(P), _b(F), HC, HS, tier == 1, now, _b(a), _b(b))
+    else:
+        _rekey_push(C, S, _b(P), _b(F), HC, HS, now, _b(a))

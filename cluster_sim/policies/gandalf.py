@@ -139,11 +139,13 @@ class GandalfPolicy(Policy):
         self.sz = [float(x) for x in st.size.tolist()]
         self._jit = _load_jit(self.engine) if self.placement != "strict" else None
         if self._jit is not None:
-            # the compiled selection reads array mirrors of the lists (kept equal at every update)
+            # the compiled engine keeps the statistics in arrays (the kernels read them; the
+            # interpreted methods read them too, with the same values as the lists)
             self._tf_a = np.full(n2, _NAN)
             self._tl_a = np.full(n2, _NAN)
             self._hits_a = np.zeros(n2, dtype=np.int64)
             self._sz_a = st.size.astype(np.float64)
+            self.t_first, self.t_last, self.hits, self.sz = self._tf_a, self._tl_a, self._hits_a, self._sz_a
         self.dep = st.depth.tolist()
         self.ckpt_ever = np.zeros(U, dtype=bool)
         self.state_demands = np.zeros(U, dtype=np.int64)
@@ -222,18 +224,19 @@ class GandalfPolicy(Policy):
         if self.reuse == "population":
             self._population(path, now)
         if self._jit is not None:
-            ps = fa_of(path)
+            ps = fa_of(path)                     # a path's chunks are distinct
             seen = self._tf_a[ps] == self._tf_a[ps]
-            self._hits_a[ps[seen]] += 1
+            self._hits_a[ps[seen]] += 1          # a later request demanded it (policy-independent)
             self._tf_a[ps[~seen]] = now
             self._tl_a[ps] = now
-        for c in path.tolist():
-            p = fa_of(c)
-            if tf[p] == tf[p]:
-                hits[p] += 1                     # a later request demanded it (policy-independent)
-            else:
-                tf[p] = now
-            tl[p] = now
+        else:
+            for c in path.tolist():
+                p = fa_of(c)
+                if tf[p] == tf[p]:
+                    hits[p] += 1                 # a later request demanded it (policy-independent)
+                else:
+                    tf[p] = now
+                tl[p] = now
         # STATE demand: the deepest checkpoint position ever created on the path
         w = np.flatnonzero(self.ckpt_ever[path])
         if self.est is not None:
@@ -254,22 +257,30 @@ class GandalfPolicy(Policy):
             if k >= 1:
                 self.hits[q] += 1
             self.t_last[q] = now
-            if self._jit is not None:
-                self._hits_a[q] = self.hits[q]
-                self._tl_a[q] = now
 
     def _population(self, path, now) -> None:
         """Resolve references whose window H closed; record this request's references."""
         H = self.H
         tf, tl, hits = self.t_first, self.t_last, self.hits
         refs, reuses = self._refs, self._reuses
-        for c in path.tolist():
-            p = fa_of(c)
-            seen = tf[p] == tf[p]
-            b = min(hits[p] + 1, _BUCKETS) if seen else 0
-            if seen and now - tl[p] <= H:
-                reuses.append((tl[p], min(hits[p], _BUCKETS)))
-            refs.append((now, b))
+        if self._jit is not None:
+            ps = fa_of(path)
+            t0 = self._tf_a[ps]
+            t1 = self._tl_a[ps]
+            h = self._hits_a[ps]
+            seen = t0 == t0
+            b = np.where(seen, np.minimum(h + 1, _BUCKETS), 0)
+            again = seen & (now - t1 <= H)
+            reuses.extend(zip(t1[again].tolist(), np.minimum(h[again], _BUCKETS).tolist()))
+            refs.extend(zip([now] * len(ps), b.tolist()))
+        else:
+            for c in path.tolist():
+                p = fa_of(c)
+                seen = tf[p] == tf[p]
+                b = min(hits[p] + 1, _BUCKETS) if seen else 0
+                if seen and now - tl[p] <= H:
+                    reuses.append((tl[p], min(hits[p], _BUCKETS)))
+                refs.append((now, b))
         changed = False
         while refs and refs[0][0] + H < now:
             _, b = refs.popleft()
@@ -301,17 +312,22 @@ class GandalfPolicy(Policy):
             self.n_ckpt += int(new.sum())
             self.ckpt_ever[cs] = True
             tf, tl = self.t_first, self.t_last
-            for q in states.tolist():
-                if tf[q] != tf[q]:
-                    tf[q] = now
-                tl[q] = now
+            if self._jit is not None:
+                t0 = tf[states]
+                tf[states] = np.where(t0 != t0, now, t0)
+                tl[states] = now
+            else:
+                for q in states.tolist():
+                    if tf[q] != tf[q]:
+                        tf[q] = now
+                    tl[q] = now
             if self.est is not None:
                 self._rekey(self.est.created_states(states, now, self._meta))
-            if self._jit is not None:
-                self._tf_a[states] = [tf[q] for q in states.tolist()]
-                self._tl_a[states] = now
 
     def on_enter(self, tier, p) -> None:
+        if self._jit is not None:
+            self.on_enter_many(tier, np.asarray([p], dtype=np.int64))
+            return
         st = self.st
         if tier == SSD:
             sz = float(st.size[p])
@@ -337,6 +353,47 @@ class GandalfPolicy(Policy):
         elif tier == SSD:
             self.ssd_heap.discard(p)
 
+    # -- batched residency events (CacheState: one call per batch; the same heap changes, in the
+    #    same order, as the per-event methods; compiled with the compiled engine)
+    def on_enter_many(self, tier, ps) -> None:
+        if self._jit is None:
+            for p in ps.tolist():
+                self.on_enter(tier, p)
+            return
+        if tier == SSD:
+            sizes = self.st.size[ps].tolist()
+            if self.wear_price == "budget_pressure":
+                for sz in sizes:
+                    self.written += sz
+                    self._note_write(float(sz))
+            else:
+                w = self.written
+                for sz in sizes:
+                    w += sz
+                self.written = w
+        self._jit_events(0, tier, ps, _NO_PLAN)
+
+    def on_leave_many(self, tier, ps) -> None:
+        if self._jit is None:
+            for p in ps.tolist():
+                self.on_leave(tier, p)
+            return
+        if tier == DRAM:
+            self.cand.discard_many(ps)
+        elif tier == SSD:
+            self.ssd_heap.discard_many(ps)
+
+    def on_leaf_events(self, tier, kinds, chunks) -> None:
+        """CacheState.leaf_events: kind 0 = on_leaf(tier, chunk), 1 = on_global_leaf(chunk)."""
+        if self._jit is None:
+            for k, c in zip(kinds.tolist(), chunks.tolist()):
+                if k == 0:
+                    self.on_leaf(tier, c)
+                else:
+                    self.on_global_leaf(c)
+            return
+        self._jit_events(1, tier, kinds, chunks)
+
     def _note_ssd_victims(self, ps) -> None:
         """The SSD's characteristic time (Che): a geometric running mean of the ages (time since
         the last touch) of the copies the SSD gives up; ∞ until it has given one up."""
@@ -344,8 +401,7 @@ class GandalfPolicy(Policy):
         now = self.now
         self.last_evict_t = now
         la = self.log_age
-        for p in ps:
-            t = tl[p]
+        for t in (tl[np.asarray(ps, dtype=np.int64)].tolist() if self._jit is not None else [tl[p] for p in ps]):
             if t == t:
                 x = math.log(max(now - t, 1.0))
                 la = x if la is None else 0.999 * la + 0.001 * x
@@ -403,6 +459,9 @@ class GandalfPolicy(Policy):
     def on_leaf(self, tier, c) -> None:
         if self.placement == "strict":
             return
+        if self._jit is not None:
+            self._jit_events(1, tier, _KIND_LEAF, np.asarray([c], dtype=np.int64))
+            return
         p = fa_of(c)
         if tier == DRAM and self.st.res[p] & IN_DRAM and p not in self.cand:
             # an entry already there (pushed when a selection opened it up) keeps its key: keys
@@ -411,6 +470,9 @@ class GandalfPolicy(Policy):
 
     def on_global_leaf(self, c) -> None:
         if self.placement == "strict":
+            return
+        if self._jit is not None:
+            self._jit_events(1, SSD, _KIND_GLOBAL, np.asarray([c], dtype=np.int64))
             return
         p = fa_of(c)
         r = self.st.res[p]
@@ -938,21 +1000,20 @@ class GandalfPolicy(Policy):
                 np.asarray(self.pop_p, dtype=np.float64), self._crc_a, self._crc_cum_a, self._E_a)
 
     def _jit_rekey(self, ps) -> None:
+        self._jit_events(2, DRAM, np.asarray(ps, dtype=np.int64), _NO_PLAN)
+
+    def _jit_events(self, what, tier, a, b) -> None:
+        """The compiled residency events (_gandalf_jit.events_flat): 0 on_enter of ``a``, 1 leaf
+        events (kinds ``a``, chunks ``b``), 2 _rekey of ``a``; the heaps' queues go first."""
         J = self._jit
-        ps = np.asarray(ps, dtype=np.int64)
-        n = len(ps)
-        ci = np.empty(n, dtype=np.int64)
-        ck = np.empty(n)
-        si = np.empty(n, dtype=np.int64)
-        sk = np.empty(n)
-        self._P[J.A_CWNOW] = self._cw(self.now)
+        self.cand.flush()
+        self.ssd_heap.flush()
+        P = self._P
+        P[J.A_CWNOW] = self._cw(self.now)
+        P[J.A_NCKPT], P[J.A_NDEM], P[J.A_NDEM2] = self.n_ckpt, self.n_demanded, self.n_demanded_twice
         self._F[J.F_CUR] = self.st.cur
-        nc, ns = J.rekey_many(*self._C, *self._S(), self._P, self._F, self.cand.mem, self.ssd_heap.mem, ps,
-                              float(self.now), ci, ck, si, sk)
-        if nc:
-            self.cand.push_many(ci[:nc], ck[:nc])
-        if ns:
-            self.ssd_heap.push_many(si[:ns], sk[:ns])
+        J.events_flat(*self._C, *self._S(), P, self._F, *self.cand.tup, *self.ssd_heap.tup, what, tier,
+                      float(self.now), a, b)
 
     def counters(self):
         if self._jit is not None:
@@ -974,6 +1035,8 @@ class GandalfPolicy(Policy):
 
 
 _NO_PLAN = np.zeros(0, dtype=np.int64)
+_KIND_LEAF = np.zeros(1, dtype=np.int64)
+_KIND_GLOBAL = np.ones(1, dtype=np.int64)
 
 
 def _load_jit(engine: str):
@@ -1039,6 +1102,15 @@ class _JitHeap:
             self._ops.append(0)
             self._items.append(item)
             self._keys.append(0.0)
+
+    def discard_many(self, items: np.ndarray) -> None:
+        """discard() of each of the distinct ``items``, in order."""
+        items = items[self.mem[items] != 0]
+        if len(items):
+            self.mem[items] = 0
+            self._ops.extend([0] * len(items))
+            self._items.extend(items.tolist())
+            self._keys.extend([0.0] * len(items))
 
     def __contains__(self, item: int) -> bool:
         return bool(self.mem[item])
