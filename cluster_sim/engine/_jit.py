@@ -36,6 +36,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from .._nrt import borrow
+
 HBM, DRAM, SSD = 0, 1, 2
 NO_TIER = -1
 DROP, DEMOTE = 0, 1
@@ -1337,7 +1339,22 @@ def _step(S, path, counting, R, j):
 def replay(S, offsets, idx, counted, j0, R):
     """Requests ``idx[j0:]`` (trace request ids; paths ``flat[offsets[i]:offsets[i+1]]``), one
     row of ``R`` each. Returns the index of the first request not processed: ``len(idx)``, or
-    earlier when a log or heap asks to grow (``M[M_GROW]``) before a request could start."""
+    earlier when a log or heap asks to grow (``M[M_GROW]``) before a request could start.
+
+    The state goes to the helpers as borrowed views (:mod:`cluster_sim._nrt`): every helper that
+    is not inlined takes ``S``, and counting references to its ~25 arrays at each entry and exit
+    cost more than the work of most calls. The caller holds ``S`` for the whole call, and no
+    array of it is reallocated inside one (the wrapper grows them between calls)."""
+    B = EngineState(borrow(S.M), borrow(S.K), borrow(S.res), borrow(S.stamp), borrow(S.pin), borrow(S.flags),
+                    borrow(S.dcnt), borrow(S.dany), borrow(S.cred), borrow(S.cred_any), borrow(S.sb),
+                    borrow(S.parent), borrow(S.depth), borrow(S.anchor), borrow(S.flat), borrow(S.log_p),
+                    borrow(S.log_s), borrow(S.heap_s), borrow(S.heap_p), borrow(S.hoff), borrow(S.hcap),
+                    borrow(S.hn), borrow(S.wpos), borrow(S.wfront), borrow(S.PX))
+    return _replay(B, borrow(offsets), borrow(idx), borrow(counted), j0, borrow(R))
+
+
+@njit(cache=True)
+def _replay(S, offsets, idx, counted, j0, R):
     M = S.M
     for j in range(j0, len(idx)):
         i = idx[j]

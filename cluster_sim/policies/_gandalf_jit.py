@@ -27,9 +27,8 @@ import math
 
 import numpy as np
 from numba import njit
-from numba.core import cgutils
-from numba.extending import intrinsic
 
+from .._nrt import borrow
 from ..cache import state as _state
 from ..cache.state import DEMOTE, DROP, IN_DRAM, IN_SSD
 
@@ -61,21 +60,7 @@ N_META = 5
 
 
 # ---------------------------------------------------------------------------- borrowed views
-@intrinsic
-def _b(typingctx, arr):
-    """A view of ``arr`` without a memory-info pointer: numba's reference counting skips it.
-
-    A compiled function increfs every array it receives (a tuple of arrays: each member)
-    at entry and decrefs it at each exit, with atomic instructions; the helpers here take
-    the tuples ``C``/``S``/``T``, so that counting cost most of a selection (perf: nearly
-    all the kernels' samples in NRT_incref/NRT_decref). The entry points pass borrowed
-    views of arrays the caller keeps alive for the whole call (never of arrays a kernel
-    reallocates, such as a heap's entry table)."""
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, value=args[0])
-        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
-        return ary._getvalue()
-    return arr(arr), codegen
+_b = borrow       # borrowed views (cluster_sim._nrt, decision 90): the caller keeps the arrays alive
 
 
 # ---------------------------------------------------------------------------- heap
