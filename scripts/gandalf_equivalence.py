@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cluster_sim.locations import traces_root
+
 # the bundled default trace on a node small enough that every tier (and the SSD's evictions) works
 DEFAULT = ["tracking.enabled=false", "report.figures=false", "hardware.hbm_cache_bytes=0",
            "hardware.dram_bytes=2GB", "hardware.ssd_bytes=12GB"]
@@ -59,8 +61,8 @@ def compare(a: Path, b: Path) -> list[tuple[str, object, object]]:
 
 
 def run(tree: Path, args: list[str], out: Path) -> float:
-    env = dict(os.environ, PYTHONPATH=str(tree), CLUSTER_SIM_TRACES=os.environ.get(
-        "CLUSTER_SIM_TRACES", str(Path(__file__).resolve().parents[1].parent / "shared" / "traces")))
+    # both trees read the same shared traces: this checkout's root (CLUSTER_SIM_TRACES or its default)
+    env = dict(os.environ, PYTHONPATH=str(tree), CLUSTER_SIM_TRACES=str(traces_root().resolve()))
     cmd = [sys.executable, "-m", "cluster_sim.cli", *args, f"hydra.run.dir={out}"]
     p = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
     if p.returncode != 0:
