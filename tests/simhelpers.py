@@ -90,3 +90,14 @@ def run_cli(argv, cwd: Path):
     finally:
         os.chdir(old)
     return rc, out.getvalue(), [ln for ln in err.getvalue().splitlines() if ln.strip()]
+
+
+def assert_runs_identical(a, b) -> None:
+    """Two ``cluster_sim.run`` results (``output.requests=true``) agree on every figure but the
+    ``sim_*`` timings: fleet and node summaries, the epoch table and the request table."""
+    def strip(d):
+        return {k: v for k, v in d.items() if not k.startswith("sim_")}
+    assert strip(a.fleet) == strip(b.fleet)
+    assert [strip(d) for d in a.nodes] == [strip(d) for d in b.nodes]
+    assert a.epoch_table.equals(b.epoch_table)      # per-tier occupancy, evictions, write-hits, hits too
+    assert a.request_table.equals(b.request_table)  # per-request latency and TTFT

@@ -28,7 +28,7 @@ from cluster_sim.model import load_model
 from cluster_sim.node import NodeSim
 from cluster_sim.policies.base import make_policy
 from conftest import MOONCAKE, needs_mooncake
-from simhelpers import branching_paths, trace_from_paths
+from simhelpers import assert_runs_identical, branching_paths, trace_from_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"llama3_1_70b": load_model("llama3_1_70b"), "qwen3_next_80b_a3b": load_model("qwen3_next_80b_a3b")}
@@ -130,13 +130,7 @@ def test_whole_runs_are_identical_on_both_engines(over):
     a = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=python", "output.requests=true"]), write=False)
     b = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=numba", "output.requests=true"]), write=False)
     assert a.run["engine"] == "python" and b.run["engine"] == "numba"
-    fa = {k: v for k, v in a.fleet.items() if not k.startswith("sim_")}
-    fb = {k: v for k, v in b.fleet.items() if not k.startswith("sim_")}
-    assert fa == fb
-    strip = [{k: v for k, v in d.items() if not k.startswith("sim_")} for d in a.nodes]
-    assert strip == [{k: v for k, v in d.items() if not k.startswith("sim_")} for d in b.nodes]
-    assert a.epoch_table.equals(b.epoch_table)      # per-tier occupancy, evictions, write-hits, hits too
-    assert a.request_table.equals(b.request_table)  # per-request latency and TTFT
+    assert_runs_identical(a, b)
 
 
 def test_auto_picks_numba_for_lru_and_falls_back_where_the_engine_is_not_compiled():

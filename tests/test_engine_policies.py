@@ -24,7 +24,7 @@ from cluster_sim.engine import SUPPORTED_POLICIES, CompiledNode
 from cluster_sim.fleet import NodeRunner
 from cluster_sim.policies.base import parse_params
 from conftest import MOONCAKE, needs_mooncake
-from simhelpers import trace_from_paths
+from simhelpers import assert_runs_identical, trace_from_paths
 from test_engine import MODELS, SCALAR, workloads
 
 COMPILED = [p for p in SUPPORTED_POLICIES if p != "lru"]
@@ -149,13 +149,7 @@ def test_whole_runs_are_identical_on_both_engines(policy, over):
     a = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=python"]), write=False)
     b = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=numba"]), write=False)
     assert a.run["engine"] == "python" and b.run["engine"] == "numba"
-    fa = {k: v for k, v in a.fleet.items() if not k.startswith("sim_")}
-    fb = {k: v for k, v in b.fleet.items() if not k.startswith("sim_")}
-    assert fa == fb
-    strip = [{k: v for k, v in d.items() if not k.startswith("sim_")} for d in a.nodes]
-    assert strip == [{k: v for k, v in d.items() if not k.startswith("sim_")} for d in b.nodes]
-    assert a.epoch_table.equals(b.epoch_table)
-    assert a.request_table.equals(b.request_table)
+    assert_runs_identical(a, b)
     assert a.fleet["ssd_bytes_written_fa"] > 0
 
 
