@@ -96,7 +96,7 @@ def traces(mode: str) -> dict[str, dict]:
             # the whole trace (5.1 days): a 1,200 s cut hid Gandalf's long-span regression (decision 45)
             "weka": {"title": "WEKA Claude Code, Poisson 0.2/s, whole trace", "experiment": "paper_weka",
                      "overrides": [], "needs": ["claude_code"]},
-            "weka_az": {"title": "WEKA Claude Code, Azure arrivals, 300 s", "experiment": "paper_weka_azure",
+            "weka_az": {"title": "WEKA Claude Code, Azure arrivals, whole trace", "experiment": "paper_weka_azure",
                         "overrides": [], "needs": ["claude_code", "azure"]}}
 
 

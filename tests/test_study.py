@@ -119,3 +119,14 @@ def test_quick_study_runs_and_reports(tmp_path):
         assert 5_000 < Path(res["figures"][name]).stat().st_size < 150_000, name
     md = (tmp_path / "results.md").read_text()
     assert "BEGIN GENERATED: side_by_side" in md and "8.8× fewer" in md
+
+
+def test_every_paper_experiment_replays_the_whole_trace():
+    """A cut (workload.until_s / limit_requests) hid Gandalf's long-span regression (decision 45):
+    the study's experiment configs replay whole traces; a cut is only ever a command-line choice."""
+    names = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("paper_*.yaml"))
+    assert {"paper_mooncake", "paper_weka", "paper_weka_azure"} <= set(names)
+    for name in names:
+        w = compose([f"experiment={name}"])["workload"]
+        assert w.get("until_s") is None and not w.get("limit_requests"), (name, w.get("until_s"),
+                                                                          w.get("limit_requests"))
