@@ -199,3 +199,18 @@ def test_best_baseline_is_the_longest_lived_within_the_miss_slack():
     assert report.best_baseline_for(st, rows, "g") == "b"        # a lives longer but misses 0.10 more
     (g,) = report.iso_miss(st, rows)
     assert g[2] == "b" and g[3] == pytest.approx(2.5)
+
+
+def test_share_of_oracle_admission_flags_a_reference_that_misses_more():
+    st = report.Study({"main_model": "m", "labels": {"a": ["LRU", ""], "o": ["oracle_admission", ""],
+                                                     "g": ["gandalf (default)", "α=1, hints"]},
+                       "baseline_families": ["LRU"]}, [])
+    rows = {"a": {"chunk_miss_ratio": 0.10, "ssd_lifetime_years": 2.0},
+            "o": {"chunk_miss_ratio": 0.09, "ssd_lifetime_years": 4.0},
+            "g": {"chunk_miss_ratio": 0.05, "ssd_lifetime_years": 3.0}}
+    ref = report.oadm_row(st, rows)
+    assert ref is rows["o"]
+    assert report.oadm_share(rows["a"], ref, 1000.0) == "0.50"          # iso-miss: o misses less
+    assert report.oadm_share(rows["g"], ref, 1000.0) == "0.75 †"        # o misses 0.04 more than g
+    assert report.oadm_share({"chunk_miss_ratio": 0.5, "ssd_lifetime_years": 1000.0}, ref, 1000.0) == "cap"
+    assert report.oadm_row(st, {"a": rows["a"]}) is None
