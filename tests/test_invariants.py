@@ -112,3 +112,42 @@ def test_unbounded_cache_reaches_the_floor(w):
                               node.cost)
     assert ratio == floor
     assert s.recompute_gpu_seconds == gpu_s or abs(s.recompute_gpu_seconds - gpu_s) <= 1e-9 * max(1.0, gpu_s)
+
+
+@st.composite
+def chunk_batches(draw):
+    paths = branching_paths(draw)
+    tr = trace_from_paths(paths)
+    if tr.n_chunks < 2:
+        paths = paths + [[7, 8, 9]]
+        tr = trace_from_paths(paths)
+    cs = draw(st.lists(st.integers(0, tr.n_chunks - 1), min_size=2, max_size=12, unique=True))
+    return tr, np.array(cs, dtype=np.int64), draw(st.sampled_from([1, -1]))
+
+
+@given(chunk_batches())
+def test_compiled_ancestor_counts_equal_the_numpy_sum(b):
+    """CacheState._dec_ancestors' compiled climb (one per root-ward chain) subtracts exactly what
+    the definition does: sign x the number of chunks of the batch below each ancestor."""
+    from cluster_sim.cache import state as cstate
+    tr, cs, sign = b
+    if cstate._dec_anc_kernel() is None:
+        import pytest
+        pytest.skip("numba not importable: only the numpy path exists")
+    node = make_node(tr)
+    st_ = node.st
+    want = np.zeros(tr.n_chunks, dtype=np.int64)
+    for c in cs:
+        want[st_.ancestors(int(c))] -= sign
+    got = np.zeros(tr.n_chunks, dtype=np.int32)
+    st_._dec_ancestors(got, cs, sign)
+    assert np.array_equal(got, want)
+    assert not st_._mark.any()               # the scratch marks are clear again
+    kernel = cstate._DEC_KERNEL[:]
+    cstate._DEC_KERNEL[:] = [None]           # the numpy path gives the same
+    try:
+        again = np.zeros(tr.n_chunks, dtype=np.int32)
+        st_._dec_ancestors(again, cs, sign)
+    finally:
+        cstate._DEC_KERNEL[:] = kernel
+    assert np.array_equal(again, want)
