@@ -174,14 +174,26 @@ def prepare(cfg: SimConfig):
     return _prepare(cfg)[:3]
 
 
-def _prepare(cfg: SimConfig):
-    """:func:`prepare` and whether the block hashes were chained (``workload.rechain``)."""
+def _prepare(cfg: SimConfig, *, stream: bool = True):
+    """:func:`prepare` and whether the block hashes were chained (``workload.rechain``).
+
+    A synthetic workload is chunked as it is written out, without its block-hash column
+    (:mod:`cluster_sim.trace.stream`, docs/decisions.md #107), unless ``stream`` is false or
+    the case needs the whole table; the results are the same."""
     from .trace.chunks import chunk_trace, resolve_chunk_tokens
     from .trace.files import resolve_trace_path, source_sha256
     from .trace.load import load_workload
     from .trace.rechain import was_rechained
     from .trace.schema import block_tokens
 
+    if stream and cfg.workload.format == "synthetic":
+        from .trace.stream import prepare_synthetic
+
+        got = prepare_synthetic(cfg.workload, cfg.seed, cfg.chunk_tokens)
+        if got is not None:
+            trace, sha = got
+            _check_against_trace(cfg, trace)
+            return trace, "synthetic", sha, False
     table = load_workload(cfg.workload, cfg.seed)
     rechained = was_rechained(table)
     ct = resolve_chunk_tokens(cfg.chunk_tokens, block_tokens(table))
@@ -215,28 +227,10 @@ def _check_against_trace(cfg: SimConfig, trace) -> None:
 
 
 def _table_sha(table: pa.Table) -> str:
-    import hashlib
+    """sha256 of a generated table's Arrow IPC stream (``run.trace_sha256``, decision 74)."""
+    from .trace.stream import table_sha256
 
-    class _Digest:   # the IPC stream's bytes go into the hash as written: no copy of the table in memory
-        closed = False
-
-        def __init__(self):
-            self.h = hashlib.sha256()
-
-        def write(self, b):
-            self.h.update(b)
-            return len(b)
-
-        def flush(self):
-            pass
-
-        def close(self):
-            self.closed = True
-
-    d = _Digest()
-    with pa.ipc.new_stream(pa.PythonFile(d, mode="w"), table.schema) as w:
-        w.write_table(table)
-    return d.h.hexdigest()
+    return table_sha256(table)
 
 
 def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress=None) -> Summary:
