@@ -201,7 +201,7 @@ def prepare_synthetic(wl, seed: int, chunk_tokens, *, batch_refs: int | None = N
         return None      # chaining every hash (or the error naming a bad mode): the whole-table path
     check_workload_options(wl)
     batch = max(1, int(batch_values or BATCH_VALUES))
-    p = plan(synthetic_spec(wl), seed)
+    p = plan(synthetic_spec(wl), seed, batch_blocks=batch_values)
     if p.n_requests == 0:
         return None
     placeholder, mm = _placeholder(int(p.offsets[-1]))

@@ -519,8 +519,9 @@ class Plan:
         return table.replace_schema_metadata(meta)
 
 
-def plan(spec: SyntheticSpec, seed: int) -> Plan:
-    """Every draw and every block hash of :func:`generate`, without the requests' hash column."""
+def plan(spec: SyntheticSpec, seed: int, *, batch_blocks: int | None = None) -> Plan:
+    """Every draw and every block hash of :func:`generate`, without the requests' hash column
+    (blocks hashed ``batch_blocks``, default :data:`BATCH_BLOCKS`, at a time)."""
     spec.validate()
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ConfigError("seed", f"must be a non-negative integer, got {seed!r}")
@@ -669,7 +670,7 @@ def plan(spec: SyntheticSpec, seed: int) -> Plan:
     has_tail = prompt_len % B > 0
     root = mix64(ns, np.array([_TAG_ROOT], dtype=_U64))
     full_hash, tail_hash = _block_hashes(B, n_full, full_first, base, t_sess, prompt_len, first_turn, kept_turns,
-                                         seg_start, seg_end, seg_key, root)
+                                         seg_start, seg_end, seg_key, root, batch_blocks or BATCH_BLOCKS)
     del seg_start, seg_end, seg_key, order, msg_key, out_key, sess_u, turn_u, is_last, o_mask, base
 
     # ---- requests in arrival order ---------------------------------------
