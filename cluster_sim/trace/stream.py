@@ -238,4 +238,9 @@ def prepare_synthetic(wl, seed: int, chunk_tokens, *, batch_refs: int | None = N
         trace = chunk_requests(meta, ct, nblocks, hashes_of, warmup_s=a0 + wl.warmup_s, batch_refs=batch_refs)
     except _TwoPrefixes:
         return None          # chunk_trace words that error from the whole table
+    del meta
+    try:
+        pa.default_memory_pool().release_unused()   # Arrow's pool keeps what the table's columns freed
+    except AttributeError:   # pragma: no cover - older pyarrow
+        pass
     return trace, sha
