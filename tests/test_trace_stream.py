@@ -183,8 +183,8 @@ def _with_conflict(monkeypatch):
     block 0: a hash with two parents, as a 64-bit collision of the generator would give."""
     real = synthetic.plan
 
-    def planted(spec, seed):
-        p = real(spec, seed)
+    def planted(spec, seed, **kw):
+        p = real(spec, seed, **kw)
         a, b = np.flatnonzero(p.n_full >= 2)[:2]
         p.full_hash = p.full_hash.copy()
         p.full_hash[p.full_first[b] + 1] = p.full_hash[p.full_first[a] + 1]
