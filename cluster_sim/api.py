@@ -174,14 +174,26 @@ def prepare(cfg: SimConfig):
     return _prepare(cfg)[:3]
 
 
-def _prepare(cfg: SimConfig):
-    """:func:`prepare` and whether the block hashes were chained (``workload.rechain``)."""
+def _prepare(cfg: SimConfig, *, stream: bool = True):
+    """:func:`prepare` and whether the block hashes were chained (``workload.rechain``).
+
+    A synthetic workload is chunked as it is written out, without its block-hash column
+    (:mod:`cluster_sim.trace.stream`, docs/decisions.md #107), unless ``stream`` is false or
+    the case needs the whole table; the results are the same."""
     from .trace.chunks import chunk_trace, resolve_chunk_tokens
     from .trace.files import resolve_trace_path, source_sha256
     from .trace.load import load_workload
     from .trace.rechain import was_rechained
     from .trace.schema import block_tokens
 
+    if stream and cfg.workload.format == "synthetic":
+        from .trace.stream import prepare_synthetic
+
+        got = prepare_synthetic(cfg.workload, cfg.seed, cfg.chunk_tokens)
+        if got is not None:
+            trace, sha = got
+            _check_against_trace(cfg, trace)
+            return trace, "synthetic", sha, False
     table = load_workload(cfg.workload, cfg.seed)
     rechained = was_rechained(table)
     ct = resolve_chunk_tokens(cfg.chunk_tokens, block_tokens(table))
@@ -215,28 +227,10 @@ def _check_against_trace(cfg: SimConfig, trace) -> None:
 
 
 def _table_sha(table: pa.Table) -> str:
-    import hashlib
+    """sha256 of a generated table's Arrow IPC stream (``run.trace_sha256``, decision 74)."""
+    from .trace.stream import table_sha256
 
-    class _Digest:   # the IPC stream's bytes go into the hash as written: no copy of the table in memory
-        closed = False
-
-        def __init__(self):
-            self.h = hashlib.sha256()
-
-        def write(self, b):
-            self.h.update(b)
-            return len(b)
-
-        def flush(self):
-            pass
-
-        def close(self):
-            self.closed = True
-
-    d = _Digest()
-    with pa.ipc.new_stream(pa.PythonFile(d, mode="w"), table.schema) as w:
-        w.write_table(table)
-    return d.h.hexdigest()
+    return table_sha256(table)
 
 
 def run(config: Mapping | SimConfig, *, trace=None, write: bool = True, progress=None) -> Summary:
@@ -378,24 +372,63 @@ def _epoch_table(trace, raw, cfg) -> pa.Table:
         snap = series.get("snap")
         if snap is None or len(snap) != len(idx):
             snap = np.zeros((len(idx), len(SNAP)), dtype=np.int64)
-        delta = np.diff(snap, axis=0, prepend=np.zeros((1, snap.shape[1]), dtype=np.int64))[cnt]
-        snap = snap[cnt]
         col = {name: i for i, name in enumerate(SNAP)}
-        for e in np.unique(ep):
-            sel = ep == e
-            last = int(np.flatnonzero(sel)[-1])
-            rows["node"].append(k)
-            rows["epoch"].append(int(e))
-            rows["t_start_s"].append(float(e * epoch_s))
-            rows["requests"].append(int(sel.sum()))
-            rows["chunks"].append(int(m[sel].sum()))
-            rows["chunk_misses"].append(int(miss[sel].sum()))
-            rows["ssd_bytes_written"].append(int(w[sel].sum()))
-            for name in levels:
-                rows[name].append(int(snap[last, col[name]]))
+        pos = np.flatnonzero(cnt)
+        if not all(a.dtype.kind in "iu" for a in (m, miss, w, snap)):
+            delta = np.diff(snap, axis=0, prepend=np.zeros((1, snap.shape[1]), dtype=snap.dtype))[cnt]
+            _epoch_rows_loop(rows, k, ep, epoch_s, m, miss, w, snap[cnt], delta, col, levels, flows)
+            continue
+        # one pass over the node's requests grouped by epoch (integer sums: exact in any order);
+        # a loop over epochs with a mask each was O(epochs x requests), hours for 10 M requests
+        # (docs/decisions.md #111)
+        runs = bool(np.all(ep[1:] >= ep[:-1])) and (len(pos) == 0 or int(pos[-1] - pos[0]) == len(pos) - 1)
+        order = None if runs else np.argsort(ep, kind="stable")
+        eps, start = np.unique(ep if runs else ep[order], return_index=True)
+        count = np.diff(np.append(start, len(ep)))
+        last = start + count - 1 if runs else order[start + count - 1]   # the epoch's last request
+
+        def sums(x):
+            return np.add.reduceat(x if runs else x[order], start, axis=0).tolist()
+
+        rows["node"] += [k] * len(eps)
+        rows["epoch"] += eps.tolist()
+        rows["t_start_s"] += [float(e * epoch_s) for e in eps.tolist()]
+        rows["requests"] += count.tolist()
+        rows["chunks"] += sums(m)
+        rows["chunk_misses"] += sums(miss)
+        rows["ssd_bytes_written"] += sums(w)
+        end = pos[last]                    # rows of the whole series
+        for name in levels:
+            rows[name] += snap[end, col[name]].tolist()
+        if runs:   # each epoch is a run of the series: its changes sum to the change across it
+            before = pos[start] - 1
             for src, name in flows.items():
-                rows[name].append(int(delta[sel, col[src]].sum()))
+                c = snap[:, col[src]]
+                rows[name] += (c[end] - np.where(before >= 0, c[np.maximum(before, 0)], 0)).tolist()
+        else:
+            delta = np.diff(snap, axis=0, prepend=np.zeros((1, snap.shape[1]), dtype=snap.dtype))[cnt]
+            flow = np.add.reduceat(delta[order], start, axis=0)
+            for src, name in flows.items():
+                rows[name] += flow[:, col[src]].tolist()
     return pa.table(rows)
+
+
+def _epoch_rows_loop(rows, k, ep, epoch_s, m, miss, w, snap, delta, col, levels, flows) -> None:
+    """:func:`_epoch_table`'s rows of one node, an epoch at a time (series that are not integers)."""
+    for e in np.unique(ep):
+        sel = ep == e
+        last = int(np.flatnonzero(sel)[-1])
+        rows["node"].append(k)
+        rows["epoch"].append(int(e))
+        rows["t_start_s"].append(float(e * epoch_s))
+        rows["requests"].append(int(sel.sum()))
+        rows["chunks"].append(int(m[sel].sum()))
+        rows["chunk_misses"].append(int(miss[sel].sum()))
+        rows["ssd_bytes_written"].append(int(w[sel].sum()))
+        for name in levels:
+            rows[name].append(int(snap[last, col[name]]))
+        for src, name in flows.items():
+            rows[name].append(int(delta[sel, col[src]].sum()))
 
 
 def _wants_requests(cfg: SimConfig) -> bool:

@@ -1,17 +1,18 @@
 #!/usr/bin/env python
 """Peak memory of loading and replaying a large synthetic workload (issue 15), printed, never asserted.
 
-    python scripts/bench_memory.py                          # about 1 M requests
-    python scripts/bench_memory.py --sessions 2600000       # about 10 M requests
+    python scripts/bench_memory.py --sessions 275000        # about 1 M requests (1.02 M)
+    python scripts/bench_memory.py --sessions 2750000       # about 10 M requests
 
 Each measurement runs in a fresh child process, so its peak RSS
 (``resource.getrusage(RUSAGE_SELF).ru_maxrss``: the whole process, Python,
 numpy, Arrow and numba included) belongs to that run alone. The child
 composes ``workload=synthetic`` with ``workload.synthetic.num_sessions`` set
-(the other knobs at ``default_spec()``: about 3.9 requests per session), a
+(the other knobs at ``default_spec()``: about 3.7 requests per session), a
 single node and ``policy=lru``, then
 
-* ``load``:   generates and chunks the trace (``cluster_sim.api.prepare``);
+* ``load``:   generates and chunks the trace (``cluster_sim.api.prepare``: streamed, the
+  block-hash column never built, docs/decisions.md 107-110);
 * ``replay``: replays it (``cluster_sim.run(..., trace=..., write=False)``).
 
 Printed: requests, tracked chunks, chunk references, peak RSS after each
@@ -79,7 +80,7 @@ def _gb(b) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sessions", type=int, default=260_000, help="workload.synthetic.num_sessions")
+    ap.add_argument("--sessions", type=int, default=275_000, help="workload.synthetic.num_sessions")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-replay", action="store_true", help="stop after loading and chunking")
     ap.add_argument("--override", action="append", default=[], help="one more Hydra override (repeatable)")

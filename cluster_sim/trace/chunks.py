@@ -292,6 +292,85 @@ def _category(table: pa.Table, n: int) -> list | None:
     return [names[c] for c in codes.tolist()]
 
 
+class _TwoPrefixes(Exception):
+    """A chunk hash follows two different prefixes (the caller words the error)."""
+
+
+def _per_batch(total: int, batch_refs: int | None) -> int:
+    return max(1, int(batch_refs)) if batch_refs is not None else max(BATCH_REFS, -(-total // MAX_BATCHES))
+
+
+def _cut(offsets: np.ndarray, per_batch: int, hashes_of) -> tuple[np.ndarray, ...]:
+    """``(flat, parent, depth, anchor, chunk_hash)`` of the requests whose chunk references are
+    ``offsets`` (from 0), cut in batches of about ``per_batch`` references.
+
+    ``hashes_of(i0, i1, k, req)`` gives the chunk hashes (uint64) of requests ``[i0, i1)``, whose
+    references are at depths ``k`` (0-based) of requests ``i0 + req``; raises :class:`_TwoPrefixes` when a hash follows
+    two prefixes."""
+    total = int(offsets[-1])
+    idt = id_dtype(total)
+    flat = np.empty(total, dtype=idt)
+    interner = _Interner(idt)
+    parent, depth, anchor, chunk_hash = _Grow(idt), _Grow(idt), _Grow(idt), _Grow(np.uint64)
+    for i0, i1 in _batches(offsets, per_batch) if total else ():
+        r0, r1 = int(offsets[i0]), int(offsets[i1])
+        if r1 == r0:
+            continue
+        mb = offsets[i0 + 1:i1 + 1] - offsets[i0:i1]
+        req = np.repeat(np.arange(i1 - i0, dtype=np.int64), mb)
+        k = np.arange(r1 - r0, dtype=np.int64) - (offsets[i0:i1] - r0)[req]
+        hashes = hashes_of(i0, i1, k, req)
+        del req
+        ids, new_hashes, new_first = interner.intern(hashes)
+        del hashes
+        flat[r0:r1] = ids
+        par_of_ref = np.roll(ids, 1)
+        par_of_ref[k == 0] = -1
+        kf = k[new_first]
+        parent.extend(par_of_ref[new_first])
+        depth.extend(kf + 1)
+        anchor.extend(r0 + new_first - kf)
+        chunk_hash.extend(new_hashes)
+        if not np.array_equal(parent.a[ids], par_of_ref):
+            raise _TwoPrefixes()
+        del ids, par_of_ref, k, kf
+    out = flat, parent.final(), depth.final(), anchor.final(), chunk_hash.final()
+    del interner
+    _release_freed_heap()
+    return out
+
+
+def _request_columns(table: pa.Table, n: int) -> dict:
+    """The per-request fields of a :class:`ChunkedTrace` from the table's columns (all but the
+    block hashes, which the table need not hold)."""
+    from .schema import stop_reason_codes
+
+    def column(name, dtype, fill):
+        if name not in table.column_names:
+            return np.full(n, fill, dtype=dtype)
+        c = table.column(name)
+        return np.asarray(c.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
+
+    stop = None
+    if "stop_reason" in table.column_names and table.column("stop_reason").null_count < n:
+        stop = stop_reason_codes(table.column("stop_reason"))
+    return dict(
+        arrival_s=np.asarray(table.column("arrival_s").to_numpy(zero_copy_only=False), dtype=np.float64),
+        request_id=column("request_id", np.int64, 0), session_id=column("session_id", np.int64, -1),
+        category=_category(table, n), turn=column("turn", np.int32, 0),
+        output_tokens=column("output_tokens", np.int64, 0), stop_reason=stop,
+        think_time_s=column("think_time_s", np.float64, np.nan), api_time_s=column("api_time_s", np.float64, np.nan),
+        agent=column("agent", np.int32, -1))
+
+
+def _check_blocks(inp: np.ndarray, nblocks: np.ndarray, m: np.ndarray, g: int, where: str) -> None:
+    if np.any(m * g > nblocks):
+        bad = int(np.flatnonzero(m * g > nblocks)[0])
+        raise TraceError(where, f"request has {int(nblocks[bad])} block hashes but "
+                         f"{int(inp[bad])} input tokens need {int(m[bad] * g)} full blocks", line=bad + 1,
+                         field="block_hashes")
+
+
 def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, source_path: str = "",
                 batch_refs: int | None = None) -> ChunkedTrace:
     """Cut ``table`` (canonical schema, already filtered and time-scaled) into chunks.
@@ -303,7 +382,7 @@ def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, so
     ``anchor`` in :func:`id_dtype`. Chunk ids, parents, depths and anchors equal those of the
     whole-table cut (:func:`_chunk_trace_whole`), batch boundaries included.
     """
-    from .schema import block_tokens as _bt, source as _src, stop_reason_codes
+    from .schema import block_tokens as _bt, source as _src
     import pyarrow.compute as pc
 
     bt = _bt(table)
@@ -317,71 +396,57 @@ def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, so
     nblocks = np.asarray(pc.list_value_length(col).to_numpy(zero_copy_only=False), dtype=np.int64) if n \
         else np.zeros(0, np.int64)
     m = inp // chunk_tokens
-    if np.any(m * g > nblocks):
-        bad = int(np.flatnonzero(m * g > nblocks)[0])
-        raise TraceError(source_path or _src(table), f"request has {int(nblocks[bad])} block hashes but "
-                         f"{int(inp[bad])} input tokens need {int(m[bad] * g)} full blocks", line=bad + 1,
-                         field="block_hashes")
+    _check_blocks(inp, nblocks, m, g, source_path or _src(table))
     del nblocks
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(m, out=offsets[1:])
-    total = int(offsets[-1])
-    idt = id_dtype(total)
-    per_batch = max(1, int(batch_refs)) if batch_refs is not None else max(BATCH_REFS, -(-total // MAX_BATCHES))
-    flat = np.empty(total, dtype=idt)
-    interner = _Interner(idt)
-    parent, depth, anchor, chunk_hash = _Grow(idt), _Grow(idt), _Grow(idt), _Grow(np.uint64)
-    for i0, i1 in _batches(offsets, per_batch) if total else ():
-        r0, r1 = int(offsets[i0]), int(offsets[i1])
-        if r1 == r0:
-            continue
+
+    def hashes_of(i0, i1, k, req):
         part = col.slice(i0, i1 - i0)
         lists = part.chunk(0) if part.num_chunks == 1 else part.combine_chunks()   # copies only a boundary batch
         boff = np.asarray(lists.offsets.to_numpy(), dtype=np.int64)   # absolute into lists.values
         values = lists.values.to_numpy(zero_copy_only=False)
-        mb = m[i0:i1]
-        req = np.repeat(np.arange(i1 - i0, dtype=np.int64), mb)
-        k = np.arange(r1 - r0, dtype=np.int64) - (offsets[i0:i1] - r0)[req]
-        hashes = np.asarray(values[boff[:-1][req] + (k + 1) * g - 1], dtype=np.uint64)
-        del req, values, lists, part
-        ids, new_hashes, new_first = interner.intern(hashes)
-        del hashes
-        flat[r0:r1] = ids
-        par_of_ref = np.roll(ids, 1)
-        par_of_ref[k == 0] = -1
-        kf = k[new_first]
-        parent.extend(par_of_ref[new_first])
-        depth.extend(kf + 1)
-        anchor.extend(r0 + new_first - kf)
-        chunk_hash.extend(new_hashes)
-        if not np.array_equal(parent.a[ids], par_of_ref):
-            # a hash follows two prefixes: the whole-table cut words the error as it always has
-            _chunk_trace_whole(table, chunk_tokens, warmup_s=warmup_s, source_path=source_path)
-            raise AssertionError("chunk_trace: the batched and whole-table cuts disagree")  # pragma: no cover
-        del ids, par_of_ref, k, kf
-    parent, depth, anchor, chunk_hash = parent.final(), depth.final(), anchor.final(), chunk_hash.final()
-    del interner
-    _release_freed_heap()
-    arrival = np.asarray(table.column("arrival_s").to_numpy(zero_copy_only=False), dtype=np.float64)
+        return np.asarray(values[boff[:-1][req] + (k + 1) * g - 1], dtype=np.uint64)
 
-    def column(name, dtype, fill):
-        if name not in table.column_names:
-            return np.full(n, fill, dtype=dtype)
-        c = table.column(name)
-        return np.asarray(c.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
-
-    stop = None
-    if "stop_reason" in table.column_names and table.column("stop_reason").null_count < n:
-        stop = stop_reason_codes(table.column("stop_reason"))
+    try:
+        flat, parent, depth, anchor, chunk_hash = _cut(offsets, _per_batch(int(offsets[-1]), batch_refs), hashes_of)
+    except _TwoPrefixes:
+        # a hash follows two prefixes: the whole-table cut words the error as it always has
+        _chunk_trace_whole(table, chunk_tokens, warmup_s=warmup_s, source_path=source_path)
+        raise AssertionError("chunk_trace: the batched and whole-table cuts disagree") from None  # pragma: no cover
+    cols = _request_columns(table, n)
     return ChunkedTrace(
-        chunk_tokens=chunk_tokens, block_tokens=bt, source=_src(table),
-        arrival_s=arrival, request_id=column("request_id", np.int64, 0), session_id=column("session_id", np.int64, -1),
-        category=_category(table, n), turn=column("turn", np.int32, 0), input_tokens=inp,
-        output_tokens=column("output_tokens", np.int64, 0),
+        chunk_tokens=chunk_tokens, block_tokens=bt, source=_src(table), input_tokens=inp,
         offsets=offsets, flat=flat, parent=parent, depth=depth, anchor=anchor, chunk_hash=chunk_hash,
-        counted=arrival >= warmup_s, stop_reason=stop, think_time_s=column("think_time_s", np.float64, np.nan),
-        api_time_s=column("api_time_s", np.float64, np.nan), agent=column("agent", np.int32, -1),
-    )
+        counted=cols["arrival_s"] >= warmup_s, **cols)
+
+
+def chunk_requests(table: pa.Table, chunk_tokens: int, nblocks: np.ndarray, hashes_of, *, warmup_s: float = 0.0,
+                   batch_refs: int | None = None) -> ChunkedTrace:
+    """:func:`chunk_trace` of a table whose block hashes are not in it: ``table`` holds the other
+    columns, ``nblocks`` every request's number of block hashes, and ``hashes_of(i0, i1, k, req)``
+    gives the chunk hashes of requests ``[i0, i1)``, per reference: request ``i0 + req``'s block
+    ``(k + 1) · g - 1`` (``g = chunk_tokens / block_tokens``), requests in order. The
+    same result as :func:`chunk_trace` of the whole table (docs/decisions.md #108); raises
+    :class:`_TwoPrefixes` where that would raise its error."""
+    from .schema import block_tokens as _bt, source as _src
+
+    bt = _bt(table)
+    if chunk_tokens % bt:
+        raise ConfigError("cache.chunk_tokens",
+                          f"{chunk_tokens} is not a whole multiple of the trace's block size ({bt} tokens)")
+    n = table.num_rows
+    inp = np.asarray(table.column("input_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
+    m = inp // chunk_tokens
+    _check_blocks(inp, np.asarray(nblocks, dtype=np.int64), m, chunk_tokens // bt, _src(table))
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(m, out=offsets[1:])
+    flat, parent, depth, anchor, chunk_hash = _cut(offsets, _per_batch(int(offsets[-1]), batch_refs), hashes_of)
+    cols = _request_columns(table, n)
+    return ChunkedTrace(
+        chunk_tokens=chunk_tokens, block_tokens=bt, source=_src(table), input_tokens=inp,
+        offsets=offsets, flat=flat, parent=parent, depth=depth, anchor=anchor, chunk_hash=chunk_hash,
+        counted=cols["arrival_s"] >= warmup_s, **cols)
 
 
 def _release_freed_heap() -> None:

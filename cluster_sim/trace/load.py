@@ -57,12 +57,9 @@ def read_workload(wl, seed: int) -> pa.Table:
     fmt = wl.format
     opts = dict(wl.options or {})
     if fmt == "synthetic":
-        from .synthetic import default_spec, generate, spec_from_dict
-        from dataclasses import asdict
+        from .synthetic import generate
 
-        knobs = dict(asdict(default_spec()))
-        knobs.update(dict(opts.get("synthetic") or {}))
-        return generate(spec_from_dict(knobs), seed)
+        return generate(synthetic_spec(wl), seed)
     path = resolve_trace_path(wl.path)
     if fmt == "mooncake":
         from .cache import cached_table
@@ -93,6 +90,18 @@ def read_workload(wl, seed: int) -> pa.Table:
         from .parquet import read_parquet
         return read_parquet(path)
     raise ConfigError("workload.format", f"format {fmt!r} is not supported yet; supported: {', '.join(READERS)}")
+
+
+def synthetic_spec(wl):
+    """The generator's spec of a ``synthetic`` workload: ``default_spec()`` with the
+    ``workload.synthetic.*`` knobs over it."""
+    from dataclasses import asdict
+
+    from .synthetic import default_spec, spec_from_dict
+
+    knobs = dict(asdict(default_spec()))
+    knobs.update(dict((wl.options or {}).get("synthetic") or {}))
+    return spec_from_dict(knobs)
 
 
 def apply_filters(table: pa.Table, wl) -> pa.Table:

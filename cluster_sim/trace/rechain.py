@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["MODES", "RECHAINED_KEY", "find_conflict", "chain_hashes", "chain_table", "was_rechained"]
+__all__ = ["MODES", "NO_PARENT", "RECHAINED_KEY", "find_conflict", "pairs_chained", "chain_hashes", "chain_table", "was_rechained"]
 
 MODES = ("auto", "always", "never")
 #: schema metadata key set to ``true`` on a table whose hashes were chained here
@@ -66,6 +66,44 @@ MAX_BATCHES = 32
 #: passes over a large column by :func:`_chained`, each holding 1/PASSES of the distinct hashes
 PASSES = 4
 _NONE = np.uint64(0xFFFFFFFFFFFFFFFF)   # "starts its request" as a parent (a hash equal to it: whole-array check)
+NO_PARENT = _NONE
+#: (hash, parent) pairs sorted at a time by :func:`pairs_chained` (about 40 bytes each)
+PAIRS_PER_PASS = 1 << 24
+
+
+def pairs_chained(pairs, n_pairs: int, per_pass: int | None = None) -> bool:
+    """Whether every hash of the ``(hash, parent)`` pairs has one parent (:data:`NO_PARENT`:
+    the hash starts its request): :func:`find_conflict` finds nothing in a column whose
+    references have exactly these pairs, repeats included (docs/decisions.md #110).
+
+    ``pairs()`` yields the pairs as uint64 array couples and is called once per pass; a pass
+    sorts the pairs whose hash's top bits name it, about ``per_pass`` of ``n_pairs``. False
+    also when a hash equals :data:`NO_PARENT` (the whole-array check decides that case)."""
+    per_pass = max(1, int(per_pass or PAIRS_PER_PASS))
+    bits = 0
+    while (n_pairs >> bits) > per_pass and bits < 16:
+        bits += 1
+    passes = 1 << bits
+    for q in range(passes):
+        hs, ps = [], []
+        for h, par in pairs():
+            if bits:
+                sel = (h >> np.uint64(64 - bits)) == np.uint64(q)
+                h, par = h[sel], par[sel]
+            hs.append(h)
+            ps.append(par)
+        h = np.concatenate(hs) if hs else np.zeros(0, np.uint64)
+        par = np.concatenate(ps) if ps else np.zeros(0, np.uint64)
+        del hs, ps
+        if bool(np.any(h == _NONE)):
+            return False
+        order = np.argsort(h)
+        h = h[order]
+        par = par[order]
+        del order
+        if bool(np.any((h[1:] == h[:-1]) & (par[1:] != par[:-1]))):
+            return False
+    return True
 
 
 class _FirstParents:

@@ -96,7 +96,7 @@ import pyarrow as pa
 from cluster_sim.errors import ConfigError
 from cluster_sim.trace.schema import build_table
 
-__all__ = ["SyntheticSpec", "default_spec", "generate", "spec_from_dict", "spec_json", "splitmix64", "mix64"]
+__all__ = ["Plan", "SyntheticSpec", "default_spec", "generate", "plan", "spec_from_dict", "spec_json", "splitmix64", "mix64"]
 
 _U64 = np.uint64
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
@@ -436,6 +436,22 @@ def _block_hashes(B: int, n_full: np.ndarray, full_first: np.ndarray, base: np.n
     return full_hash, tail_hash
 
 
+def _gather(out: np.ndarray, offs: np.ndarray, first_full: np.ndarray, r_full: np.ndarray, r_tail: np.ndarray,
+            full_hash: np.ndarray, tail_hash: np.ndarray) -> None:
+    """Write the block hashes of a run of requests into ``out`` (``offs`` from 0, one more than
+    the requests): request ``i`` holds its stream's first ``r_full[i]`` full blocks (from
+    ``first_full[i]``), then its partial tail ``tail_hash[r_tail[i]]`` if ``r_tail[i] >= 0``."""
+    if not len(out):
+        return
+    c = np.diff(offs)
+    if len(full_hash):   # a tail's slot is filled below
+        gather = np.repeat(first_full, c) + _ragged_arange(c)
+        np.take(full_hash, np.minimum(gather, len(full_hash) - 1), out=out)
+        del gather
+    wt = r_tail >= 0
+    out[offs[1:][wt] - 1] = tail_hash[r_tail[wt]]
+
+
 def _request_hashes(offsets: np.ndarray, first_full: np.ndarray, r_full: np.ndarray, r_tail: np.ndarray,
                     full_hash: np.ndarray, tail_hash: np.ndarray, per_batch: int = BATCH_BLOCKS) -> np.ndarray:
     """Every request's block hashes, concatenated in request order, written a batch of requests at a time.
@@ -446,17 +462,8 @@ def _request_hashes(offsets: np.ndarray, first_full: np.ndarray, r_full: np.ndar
     counts = np.diff(offsets)
     for j0, j1 in _cuts(counts, per_batch):
         v0 = int(offsets[j0])
-        out = values[v0:int(offsets[j1])]
-        if not len(out):
-            continue
-        c = counts[j0:j1]
-        if len(full_hash):   # a tail's slot is filled below
-            gather = np.repeat(first_full[j0:j1], c) + _ragged_arange(c)
-            np.take(full_hash, np.minimum(gather, len(full_hash) - 1), out=out)
-            del gather
-        rt = r_tail[j0:j1]
-        wt = rt >= 0
-        out[offsets[j0 + 1:j1 + 1][wt] - v0 - 1] = tail_hash[rt[wt]]
+        _gather(values[v0:int(offsets[j1])], offsets[j0:j1 + 1] - v0, first_full[j0:j1], r_full[j0:j1],
+                r_tail[j0:j1], full_hash, tail_hash)
     return values
 
 
@@ -468,6 +475,53 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     draws of sub-agents come after all the others, so a spec without
     sub-agents gives the table it gave before sub-agents existed.
     """
+    return plan(spec, seed).table()
+
+
+class Plan:
+    """A generated trace before its requests' block hashes are written out.
+
+    Holds every per-request column of the table (``columns``, the keywords of
+    :func:`~cluster_sim.trace.schema.build_table`), the hashes of every stream's full
+    blocks (``full_hash``, ``full_first[s]`` = stream ``s``'s first) and of every turn's
+    partial tail (``tail_hash``), and per request in arrival order its stream (``r_sess``),
+    its number of full blocks (``r_full``) and the index of its tail (``r_tail``, -1 when
+    it has none). Request ``i``'s block hashes are ``full_hash[full_first[r_sess[i]] :
+    ... + r_full[i]]``, then ``tail_hash[r_tail[i]]`` (:meth:`values`): the whole column
+    (:meth:`table`) is about 10x the size of ``full_hash``, and :mod:`.stream` never makes
+    it (docs/decisions.md #107)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    @property
+    def n_requests(self) -> int:
+        return len(self.r_full)
+
+    def values(self, j0: int, j1: int) -> np.ndarray:
+        """The block hashes of requests ``[j0, j1)``, concatenated (uint64, a new array)."""
+        o = self.offsets
+        out = np.empty(int(o[j1] - o[j0]), dtype=_U64)
+        _gather(out, o[j0:j1 + 1] - o[j0], self.full_first[self.r_sess[j0:j1]], self.r_full[j0:j1],
+                self.r_tail[j0:j1], self.full_hash, self.tail_hash)
+        return out
+
+    def table(self, values: np.ndarray | None = None) -> pa.Table:
+        """The canonical table; ``values`` replaces the block-hash values (same length; the
+        streamed path passes a placeholder that is never read, for the table's IPC layout)."""
+        if values is None:
+            values = _request_hashes(self.offsets, self.full_first[self.r_sess], self.r_full, self.r_tail,
+                                     self.full_hash, self.tail_hash)
+        table = build_table(block_hashes=(self.offsets, values), **self.columns)
+        meta = dict(table.schema.metadata)
+        meta[b"synthetic_spec"] = spec_json(self.spec).encode()
+        meta[b"synthetic_seed"] = str(self.seed).encode()
+        return table.replace_schema_metadata(meta)
+
+
+def plan(spec: SyntheticSpec, seed: int, *, batch_blocks: int | None = None) -> Plan:
+    """Every draw and every block hash of :func:`generate`, without the requests' hash column
+    (blocks hashed ``batch_blocks``, default :data:`BATCH_BLOCKS`, at a time)."""
     spec.validate()
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ConfigError("seed", f"must be a non-negative integer, got {seed!r}")
@@ -616,7 +670,7 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     has_tail = prompt_len % B > 0
     root = mix64(ns, np.array([_TAG_ROOT], dtype=_U64))
     full_hash, tail_hash = _block_hashes(B, n_full, full_first, base, t_sess, prompt_len, first_turn, kept_turns,
-                                         seg_start, seg_end, seg_key, root)
+                                         seg_start, seg_end, seg_key, root, batch_blocks or BATCH_BLOCKS)
     del seg_start, seg_end, seg_key, order, msg_key, out_key, sess_u, turn_u, is_last, o_mask, base
 
     # ---- requests in arrival order ---------------------------------------
@@ -630,8 +684,7 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
     counts = r_full + (r_tail >= 0)
     offsets = np.zeros(R + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    values = _request_hashes(offsets, full_first[r_sess], r_full, r_tail, full_hash, tail_hash)
-    del full_hash, tail_hash
+    del counts
 
     # ---- request-level signals: what a server knows when the response is done --------
     # a conversation (a session's own streams, or one sub-agent, across rewrites) goes on after
@@ -650,11 +703,10 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
 
     kinds = ["text", "agent"] + (["subagent"] if NS > S else [])
     category = pa.DictionaryArray.from_arrays(pa.array(stream_kind[r_sess]), pa.array(kinds))
-    table = build_table(
+    columns = dict(
         arrival_s=arrival[req_order],
         input_tokens=prompt_len[req_order].astype(np.int32),
         output_tokens=out[req_order].astype(np.int32),
-        block_hashes=(offsets, values),
         block_tokens=B,
         source=f"synthetic(seed={seed})",
         session_id=stream_session[r_sess],
@@ -665,10 +717,8 @@ def generate(spec: SyntheticSpec, seed: int) -> pa.Table:
         api_time_s=r_out * spec.decode_s_per_token,
         agent=stream_agent[r_sess],
     )
-    meta = dict(table.schema.metadata)
-    meta[b"synthetic_spec"] = spec_json(spec).encode()
-    meta[b"synthetic_seed"] = str(seed).encode()
-    return table.replace_schema_metadata(meta)
+    return Plan(spec=spec, seed=seed, columns=columns, offsets=offsets, r_sess=r_sess, r_full=r_full,
+                r_tail=r_tail, full_hash=full_hash, tail_hash=tail_hash, full_first=full_first, n_full=n_full)
 
 
 def spec_json(spec: SyntheticSpec) -> str:
