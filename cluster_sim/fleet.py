@@ -250,7 +250,7 @@ def run_engine(cfg, kv_events: bool) -> str:
     """The request-step engine of this run's nodes: ``numba`` or ``python`` (``cache.engine``;
     :func:`cluster_sim.engine.resolve`)."""
     hws = [cfg.hardware_for_node(i) for i in range(cfg.fleet.nodes)]
-    return engines.resolve(cfg.engine, cfg.policy.name, hws, kv_events)
+    return engines.resolve(cfg.engine, cfg.policy.name, hws, kv_events, _policy_params(cfg))
 
 
 def epochs_of(trace, epoch_s: float) -> np.ndarray:

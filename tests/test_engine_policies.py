@@ -32,7 +32,13 @@ COMPILED = [p for p in SUPPORTED_POLICIES if p != "lru"]
 PARAMS = {
     "oracle_admission": {"passes": [1, 2, 3, 4]},
     "write_through_selective": {"threshold": [1, 2, 3]},
+    "lru_k": {"k": [1, 2, 3], "ghost": [0.0, 0.3, 1.0, 2.0]},
+    "hot_prefix": {"f": [0, 1, 2, 2.5, 10]},
 }
+#: the parameter sets of the scripted and small-stream cases (each must be bit-identical)
+CASES = [(p, {}) for p in COMPILED] + [("lru_k", {"k": 1}), ("lru_k", {"k": 3}), ("lru_k", {"k": 2, "ghost": 0.05}),
+                                         ("hot_prefix", {"f": 1}), ("hot_prefix", {"f": 10})]
+CASE_IDS = [p + "".join(f"-{k}={v}" for k, v in kw.items()) for p, kw in CASES]
 
 
 def _cfg(policy, params, model, hw, engine):
@@ -113,8 +119,8 @@ def _scripted(seed=0, n=400):
 
 
 @pytest.mark.parametrize("model_name", sorted(MODELS))
-@pytest.mark.parametrize("policy", COMPILED)
-def test_multi_tier_admissions_and_evictions_are_identical(policy, model_name):
+@pytest.mark.parametrize("policy,params", CASES, ids=CASE_IDS)
+def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model_name):
     model = MODELS[model_name]
     if model.has_state:
         model = dataclasses.replace(model, state_checkpoints="last_and_branch")
@@ -123,11 +129,13 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, model_name):
     u = int(model.state_bytes_array(np.array([ct]))[0]) // 2 if model.has_state else model.fa_bytes(ct)
     tr = trace_from_paths(_scripted(), chunk_tokens=ct, arrivals=np.arange(400) * 0.01)
     hw = _hw((6 * u, 30 * u, 120 * u))
-    a, b = run_both(tr, policy, {}, model, hw)
+    a, b = run_both(tr, policy, params, model, hw)
     assert_same(a, b)
     s = a[0]
     assert s.ssd_admissions_fa > 0 and s.hits["hits_ssd_fa"] > 0          # SSD admission and reuse
-    assert a[2].node.st.left_n[2] > 0                                       # SSD eviction
+    if not params or params == {"k": 1} or params == {"f": 1}:
+        # (the stricter filters, LRU-3 or HotPrefix(10), admit too little here to fill this SSD)
+        assert a[2].node.st.left_n[2] > 0                                   # SSD eviction
     pol = {k.rsplit(".", 1)[1]: v for k, v in s.policy.items()}
     if policy == "oracle_admission":
         assert pol["admitted"] > 0 and pol["rejected_never_used"] > 0 and pol["passes"] > 1
@@ -135,6 +143,17 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, model_name):
     elif policy.startswith("write_through"):
         assert pol["ssd_writes_requested"] > 0 and pol["dram_victims_on_ssd"] > 0 and pol["ssd_victims"] > 0
         if policy == "write_through_selective":
+            assert pol["dram_victims_dropped"] > 0
+    elif policy == "lru_k":
+        assert pol["uncorrelated_references"] > 0 and pol["dram_victims_on_ssd"] > 0
+        assert pol["ssd_victims"] > 0 or params.get("k") == 3 or params.get("ghost", 1.0) < 1.0
+        if params.get("k", 2) > 1:
+            assert pol["dram_victims_dropped"] > 0 and pol["ghost_hits"] > 0 and pol["ghosts"] > 0
+        if params.get("ghost", 1.0) < 1.0 or not model.has_state:
+            assert pol["histories_forgotten"] > 0
+    elif policy == "hot_prefix":
+        assert pol["dram_victims_written"] > 0 and (pol["ssd_victims"] > 0 or params.get("f") == 10)
+        if params.get("f", 2) > 1:
             assert pol["dram_victims_dropped"] > 0
 
 
@@ -183,11 +202,12 @@ def test_forced_writes_of_the_gated_walk_are_identical(seed):
     assert a[0].policy["policy.write_through.forced_writes"] > 0
 
 
-@pytest.mark.parametrize("policy", COMPILED)
+@pytest.mark.parametrize("policy,params", CASES, ids=CASE_IDS)
 @pytest.mark.parametrize("seed", range(0, 40, 3))
-def test_small_streams_are_identical(policy, seed):
+def test_small_streams_are_identical(policy, params, seed):
     tr, model, hw = _small_stream(seed)
-    params = {"threshold": 2} if policy == "write_through_selective" else {}
+    if policy == "write_through_selective":
+        params = {"threshold": 2}
     assert_same(*run_both(tr, policy, params, model, hw))
 
 
@@ -197,13 +217,42 @@ def test_auto_runs_the_compiled_policies_on_numba():
     for policy in COMPILED:
         assert engines.resolve("auto", policy, hw, False) == "numba"
         assert engines.resolve("auto", policy, hw, True) == "python"          # fleet.sync=kv_events
+    for policy, params in CASES:
+        assert engines.resolve("auto", policy, hw, False, parse_params(policy, params)) == "numba"
+        assert engines.resolve("auto", policy, hw, False, params) == "numba"
+
+
+@pytest.mark.parametrize("policy,params,why", [
+    ("lru_k", {"crp": 1.0}, "crp"),
+    ("hot_prefix", {"half_life_s": 600}, "half_life_s"),
+    ("hot_prefix", {"eviction": "heat"}, "eviction"),
+    ("dynamic_random", {}, "not compiled"),
+])
+def test_settings_that_cannot_be_exact_stay_interpreted(policy, params, why):
+    # auto falls back to the interpreted engine for the parameter settings the compiled port
+    # cannot make bit-identical; numba names the reason; the fleet's runner asks with the parameters
+    from cluster_sim import engine as engines
+    from cluster_sim.errors import ConfigError
+    hw = [HardwareConfig.from_mapping({})]
+    assert engines.resolve("auto", policy, hw, False, parse_params(policy, params)) == "python"
+    with pytest.raises(ConfigError, match=why):
+        engines.resolve("numba", policy, hw, False, params)
+    over = [f"policy={policy}"] + [f"policy.{k}={v}" for k, v in params.items()]
+    assert cluster_sim.run(cluster_sim.compose(over + ["cache.engine=auto"]), write=False).run["engine"] == "python"
+
+
+MOONCAKE_CASES = [(p, {}) for p in COMPILED] + [("lru_k", {"k": 1}), ("lru_k", {"k": 3}), ("hot_prefix", {"f": 1}),
+                                                 ("hot_prefix", {"f": 10})]
 
 
 @needs_mooncake
-@pytest.mark.parametrize("policy", COMPILED)
-def test_whole_mooncake_run_is_identical_on_both_engines(policy):
+@pytest.mark.parametrize("policy,params", MOONCAKE_CASES,
+                         ids=[p + "".join(f"-{k}={v}" for k, v in kw.items()) for p, kw in MOONCAKE_CASES])
+def test_whole_mooncake_run_is_identical_on_both_engines(policy, params):
+    # the paper study's points: lruk1/2/3, hp1/hp2/hp10 (conf/experiment/paper_points)
     over = ["workload=mooncake", f"workload.path={MOONCAKE}", "cache.chunk_tokens=512",
             "hardware.dram_bytes=26GB", "hardware.ssd_bytes=263GB", f"policy={policy}"]
+    over += [f"policy.{k}={v}" for k, v in params.items()]
     a = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=python"]), write=False)
     b = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=numba"]), write=False)
     assert b.run["engine"] == "numba"

@@ -43,6 +43,7 @@ events for the router) — docs/decisions.md 67-69.
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Mapping
@@ -59,7 +60,7 @@ __all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports
            "ensure_compiled", "compile_notice"]
 
 ENGINES = ("auto", "numba", "python")
-SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective")
+SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective", "lru_k", "hot_prefix")
 _MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
 _TIER_KEYS = ("hbm", "dram", "ssd")
 EXPECTED_COMPILE_S = 40
@@ -74,10 +75,38 @@ def numba_available() -> tuple[bool, str | None]:
     return True, None
 
 
-def supports(policy: str, hardware_list, kv_events: bool) -> str | None:
-    """None when the compiled engine can run this setting, else why not (one phrase)."""
+def _params_of(policy: str, params):
+    from ..policies.base import parse_params
+    if params is None or isinstance(params, Mapping):
+        return parse_params(policy, dict(params or {}))
+    return params
+
+
+def policy_unsupported(policy: str, params=None) -> str | None:
+    """None when ``policy`` with these parameters (its ``Params`` instance, a mapping, or None for
+    the defaults) is compiled exactly, else why not (one phrase): a setting the compiled port
+    cannot make bit-identical stays interpreted (docs/decisions.md 101-104)."""
     if policy not in SUPPORTED_POLICIES:
         return f"policy {policy!r} is not compiled yet (compiled: {', '.join(SUPPORTED_POLICIES)})"
+    if policy == "lru_k":
+        p = _params_of(policy, params)
+        if p.crp != "request":
+            return "policy.crp in seconds is not compiled (only crp=request)"
+    elif policy == "hot_prefix":
+        p = _params_of(policy, params)
+        if p.half_life_s is not None:
+            return "hot_prefix with a decaying heat (policy.half_life_s) is not compiled (float exp2 / log2 keys)"
+        if p.eviction != "lru":
+            return "hot_prefix with policy.eviction=heat is not compiled"
+    return None
+
+
+def supports(policy: str, hardware_list, kv_events: bool, params=None) -> str | None:
+    """None when the compiled engine can run this setting, else why not (one phrase). ``params``:
+    the policy's parameters (None: its defaults); some settings of a compiled policy are not."""
+    why = policy_unsupported(policy, params)
+    if why is not None:
+        return why
     if any(hw.ssd.ftl != "ideal" for hw in hardware_list):
         return "hardware.ssd.ftl=greedy needs the interpreted engine"
     if kv_events:
@@ -85,9 +114,10 @@ def supports(policy: str, hardware_list, kv_events: bool) -> str | None:
     return None
 
 
-def resolve(engine: str, policy: str, hardware_list, kv_events: bool) -> str:
+def resolve(engine: str, policy: str, hardware_list, kv_events: bool, params=None) -> str:
     """The engine a run uses: ``numba`` or ``python``. ``auto`` takes numba when it imports and
-    the setting is supported; ``numba`` raises :class:`ConfigError` (one line) when it cannot."""
+    the setting (the policy with ``params``, None: its defaults) is supported; ``numba`` raises
+    :class:`ConfigError` (one line) when it cannot."""
     if engine not in ENGINES:
         raise ConfigError("cache.engine", f"must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "python":
@@ -95,7 +125,7 @@ def resolve(engine: str, policy: str, hardware_list, kv_events: bool) -> str:
     ok, err = numba_available()
     why = None if ok else f"numba is not available ({err})"
     if why is None:
-        why = supports(policy, hardware_list, kv_events)
+        why = supports(policy, hardware_list, kv_events, params)
     if why is None:
         return "numba"
     if engine == "numba":
@@ -199,11 +229,12 @@ class CompiledNode:
         hindsight policy (``oracle_admission``): its passes run at the first :meth:`replay`."""
         from . import _jit as J
 
-        if policy not in SUPPORTED_POLICIES:
-            raise ConfigError("cache.engine", f"policy {policy!r} is not compiled yet")
         from ..policies.base import parse_params, policy_class
-        if params is None or isinstance(params, Mapping):
+        if policy in SUPPORTED_POLICIES and (params is None or isinstance(params, Mapping)):
             params = parse_params(policy, dict(params or {}))
+        why = policy_unsupported(policy, params)
+        if why is not None:
+            raise ConfigError("cache.engine", f"numba cannot run this setting: {why}")
         self.params = params
         self._args = (chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens, model, hardware, policy)
         self._kw = {"node_index": node_index, "log_capacity": log_capacity, "heap_capacity": heap_capacity,
@@ -242,8 +273,20 @@ class CompiledNode:
         M[J.M_SHORT] = -1
         M[J.M_POLICY] = {"lru": J.POLICY_LRU, "oracle_admission": J.POLICY_ORACLE_ADM,
                          "write_through": J.POLICY_WRITE_THROUGH,
-                         "write_through_selective": J.POLICY_WRITE_THROUGH}[policy]
+                         "write_through_selective": J.POLICY_WRITE_THROUGH, "lru_k": J.POLICY_LRU_K,
+                         "hot_prefix": J.POLICY_HOT_PREFIX}[policy]
         M[J.M_THRESH] = int(getattr(params, "threshold", 1))
+        if policy == "hot_prefix":
+            # heat without decay is a whole count, so heat >= f is count >= ceil(f)
+            M[J.M_THRESH] = math.ceil(float(params.f))
+        if policy == "lru_k":
+            K = int(params.k)
+            M[J.M_KEYED] = 1
+            M[J.M_LK_K] = K
+            M[J.M_LK_Q] = K + 6
+            M[J.M_GHEAD] = M[J.M_GTAIL] = -1
+            M[J.M_CAPP] = sum(caps) // max(fab, 1)
+            M[J.M_GHOST_F:J.M_GHOST_F + 1].view(np.float64)[0] = float(params.ghost)
         # Candidate heaps: after a compaction a heap holds each valid candidate once, at most the
         # payloads resident in its tier, which never exceed the tier's capacity plus what one
         # request adds before its overflow is resolved (its own payloads, or one demoted batch).
@@ -278,7 +321,7 @@ class CompiledNode:
 
     _out_room = None        # tests: the outcome log's room per request (None: a tier's worth)
     # the policy's segments of PX, in order, and their offsets in M
-    _SEGMENTS = ("A", "B", "NFA", "NST", "W", "FOFF", "FNFA", "FNST", "LAB", "OUT", "AQ")
+    _SEGMENTS = ("A", "B", "NFA", "NST", "W", "FOFF", "FNFA", "FNST", "LAB", "OUT", "AQ", "LK", "PEND")
 
     def _policy_arrays(self, U: int, bound: list) -> dict:
         """The policy's part of the state: one int64 array ``PX`` of segments (empty where the
@@ -288,7 +331,10 @@ class CompiledNode:
         of the FA / STATE), ``W`` per chunk (the gated walk's waiting keys), ``FOFF`` / ``FNFA`` /
         ``FNST`` (oracle_admission: the node's stream, next use per reference), ``LAB`` (earlier
         passes' outcomes, sorted ``2 * event + used``), ``OUT`` (this pass's, in order), ``AQ``
-        (write_through: SSD writes asked for, in order)."""
+        (write_through: SSD writes asked for, in order); hot_prefix: ``A`` its heat (a count),
+        ``B`` the request of its last reference; lru_k: ``LK`` a record per payload (HIST(p, 1..K),
+        the request of LAST, residency status, ghost-list links, canonical keys in DRAM and in
+        the SSD: ``_jit.LK_*``), ``PEND`` the payloads a request referenced while absent."""
         J = self.J
         z = np.zeros(0, dtype=np.int64)
         seg = {k: z for k in self._SEGMENTS}
@@ -304,6 +350,19 @@ class CompiledNode:
             # writes asked for in one request step: at most the payloads entering DRAM or reused in
             # it (each once while pending); twice the most seen is kept free before each request
             seg["AQ"] = np.zeros(max(64, int(bound[HBM]) + int(bound[DRAM]) + 64), dtype=np.int64)
+        elif self.policy_name == "hot_prefix":
+            seg["A"] = np.zeros(2 * U, dtype=np.int64)
+            seg["B"] = np.zeros(2 * U, dtype=np.int64)
+            seg["W"] = np.full(U, -1, dtype=np.int64)
+        elif self.policy_name == "lru_k":
+            K = int(self.params.k)
+            rec = np.full((2 * U, K + 6), -1, dtype=np.int64)
+            rec[:, K + J.LK_LSEQ] = 0
+            rec[:, K + J.LK_STAT] = J.ST_NONE
+            seg["LK"] = rec.reshape(-1)
+            seg["W"] = np.full(U, -1, dtype=np.int64)
+            max_m = int(np.max(self._args[1])) if U else 0
+            seg["PEND"] = np.zeros(max_m + 2, dtype=np.int64)
         self._seg_init = seg
         return {"PX": np.zeros(0, dtype=np.int64)}
 
@@ -328,6 +387,7 @@ class CompiledNode:
         M[J.M_N_LAB] = lens["LAB"]
         M[J.M_CAP_OUT] = lens["OUT"]
         M[J.M_CAP_AQ] = lens["AQ"]
+        M[J.M_CAP_PEND] = lens["PEND"]
         self._seg_len = lens
         self.S = self.S._replace(PX=np.ascontiguousarray(PX))
 
@@ -470,6 +530,12 @@ class CompiledNode:
         counted = _readonly(np.ascontiguousarray(counted, dtype=np.bool_))
         R = np.zeros((len(idx), J.N_R), dtype=np.int64)
         offsets = _ids(offsets)
+        if self.S.M[J.M_KEYED] and len(idx):
+            # lru_k packs two stamps in one key (_jit._lk_key): a request touches at most 2m + 1 payloads
+            touches = 2 * int((offsets[idx + 1] - offsets[idx]).sum()) + len(idx)
+            if int(self.S.M[J.M_CLOCK]) + touches >= 2**31 - 1:
+                raise ConfigError("cache.engine", "lru_k on the compiled engine keeps stamps below 2^31 per "
+                                  "node and this node's stream touches more: use cache.engine=python")
         j = 0
         while True:
             j = J.replay(self.S, offsets, idx, counted, j, R)
@@ -576,6 +642,16 @@ class CompiledNode:
             return {"admitted": PK[J.PK_ADMITTED], "rejected_never_used": PK[J.PK_NEVER_USED],
                     "rejected_unused_before": PK[J.PK_UNUSED_BEFORE], "forced_writes": PK[J.PK_FORCED],
                     **self.pk_extra}
+        tally = {"dram_victims_written": PK[J.PK_WRITTEN], "dram_victims_written_bytes": PK[J.PK_WRITTEN_B],
+                 "dram_victims_on_ssd": PK[J.PK_ON_SSD], "dram_victims_dropped": PK[J.PK_DROPPED],
+                 "dram_victims_dropped_bytes": PK[J.PK_DROPPED_B], "forced_writes": PK[J.PK_FORCED_N],
+                 "forced_write_bytes": PK[J.PK_FORCED_B], "ssd_victims": PK[J.PK_SSD_VICTIMS]}
+        if self.policy_name == "lru_k":
+            return {"references": PK[J.PK_REFS], "uncorrelated_references": PK[J.PK_UNCORRELATED],
+                    "ghost_hits": PK[J.PK_GHOST_HITS], "ghosts": int(S.M[J.M_GN]),
+                    "histories_forgotten": PK[J.PK_FORGOTTEN], **tally}
+        if self.policy_name == "hot_prefix":
+            return tally
         if self.policy_name in ("write_through", "write_through_selective"):
             return {"ssd_writes_requested": PK[J.PK_REQUESTED], "hits_counted": PK[J.PK_HITS_COUNTED],
                     "dram_victims_written": PK[J.PK_WRITTEN], "dram_victims_written_bytes": PK[J.PK_WRITTEN_B],

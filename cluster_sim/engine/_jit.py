@@ -45,25 +45,32 @@ DECIDE = 2           # a walk's action: ask the policy per victim (_decide), as 
 GATE, GATE_FORCE = 3, 4   # a walk's action: write_through.gated_select (strict, forced pass)
 FORCED = 5           # a victim's action: demoted although the policy rejected it (a forced write)
 MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
-POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH = 0, 1, 2
+POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH, POLICY_LRU_K, POLICY_HOT_PREFIX = 0, 1, 2, 3, 4
 
 # meta
 (M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
  M_MODE, M_COUNTING, M_SHORT, M_POLICY, M_GROW, M_WR, M_LEFT0, M_LEFT1, M_LEFT2, M_LEFTN0, M_LEFTN1,
  M_LEFTN2, M_NFUT, M_OUTN, M_OUTROOM, M_HAS_LABELS, M_LOG_OUT, M_OUT_OVERFLOW, M_THRESH, M_AQN,
  M_AQMAX, M_O_A, M_O_B, M_O_NFA, M_O_NST, M_O_W, M_O_FOFF, M_O_FNFA, M_O_FNST, M_O_LAB, M_N_LAB, M_O_OUT,
- M_CAP_OUT, M_O_AQ, M_CAP_AQ) = range(47)
-N_META = 47          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+ M_CAP_OUT, M_O_AQ, M_CAP_AQ, M_KEYED, M_O_LK, M_LK_K, M_LK_Q, M_GHEAD, M_GTAIL, M_GN, M_NRES, M_CAPP,
+ M_GHOST_F, M_O_PEND, M_PENDN, M_CAP_PEND) = range(60)
+N_META = 60          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
 # M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
 # admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
 # when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
 # passes; not the counted one), M_OUT_OVERFLOW: 1 = the log filled inside a request (the pass is redone);
 # M_THRESH: write_through's hit_count threshold, M_AQN / M_AQMAX: SSD writes queued now / at most in a request;
-# M_O_*: where each policy segment starts in PX (M_N_LAB, M_CAP_OUT, M_CAP_AQ: lengths)
+# M_O_*: where each policy segment starts in PX (M_N_LAB, M_CAP_OUT, M_CAP_AQ: lengths);
+# M_KEYED: 1 = the DRAM and SSD candidate queues are keyed heaps (lru_k), not the touch log;
+# lru_k: M_O_LK its per-payload records (M_LK_Q int64 each: HIST(p, 1..K) with K = M_LK_K, the request
+# of LAST, residency status 0/1/2 = none/mine/ghost, the ghost list's prev/next, the canonical heap
+# key in DRAM and in the SSD), M_GHEAD / M_GTAIL / M_GN the ghost list (oldest first) and its length,
+# M_NRES the payloads it holds resident, M_CAPP the tiers' capacity in FA chunks, M_GHOST_F the
+# float64 bits of policy.ghost, M_O_PEND / M_PENDN / M_CAP_PEND the payloads referenced while absent
 # counters
 (K_WR_FA, K_WR_STATE, K_ADM_FA, K_ADM_STATE, K_ADM_HIT_FA, K_ADM_HIT_STATE, K_DRAM_DEMOTED,
  K_DRAM_DROPPED, K_LOG_COMPACTIONS, K_HEAP_COMPACTIONS) = range(10)
-N_COUNTERS = 24
+N_COUNTERS = 28
 # per-request outputs (columns of R)
 (R_H, R_R, R_M, R_N_HBM, R_N_DRAM, R_N_SSD, R_Q_TIER, R_DRAM_B, R_SSD_B, R_SKIPPED, R_WR,
  R_USED0, R_USED1, R_USED2, R_LEFT0, R_LEFT1, R_LEFT2, R_LEFTN2, R_ADM, R_ADM_HIT) = range(20)
@@ -73,6 +80,8 @@ PK_ADMITTED, PK_NEVER_USED, PK_UNUSED_BEFORE, PK_FORCED = range(10, 14)
 # policy counters: write_through(_selective), the VictimTally of gated_select and the requests
 (PK_REQUESTED, PK_HITS_COUNTED, PK_WRITTEN, PK_WRITTEN_B, PK_ON_SSD, PK_DROPPED, PK_DROPPED_B, PK_FORCED_N,
  PK_FORCED_B, PK_SSD_VICTIMS) = range(14, 24)
+# policy counters: lru_k (besides the VictimTally above)
+PK_REFS, PK_UNCORRELATED, PK_GHOST_HITS, PK_FORGOTTEN = range(24, 28)
 # grow requests (bits of M[M_GROW])
 GROW_LOG = 1
 GROW_HEAP = (2, 4, 8)
@@ -81,6 +90,10 @@ GROW_AQ = 32
 
 F_ADM, F_HIT = 1, 2
 F_OHIT = 4           # oracle_admission: this SSD copy served a reuse from the SSD (since it entered)
+F_WCH, F_WSK = 16, 32   # inside a gated walk only: chosen / skipped (gated_select's `chosen`, `skipped`)
+# lru_k's per-payload record (offsets from the start of the record, after the K history slots)
+LK_LSEQ, LK_STAT, LK_GPREV, LK_GNEXT, LK_CAN1, LK_CAN2 = range(6)
+ST_NONE, ST_MINE, ST_GHOST = 0, 1, 2
 
 EngineState = namedtuple("EngineState", [
     "M", "K", "res", "stamp", "pin", "flags", "dcnt", "dany", "cred", "cred_any", "sb",
@@ -112,7 +125,7 @@ def _compact_log(S):
     n = M[M_LOGN]
     front = M[M_CLOCK]
     for t in range(3):
-        if M[M_CAP0 + t] > 0 and S.wfront[t] < front:
+        if M[M_CAP0 + t] > 0 and S.wfront[t] < front and (t == HBM or M[M_KEYED] == 0):
             front = S.wfront[t]
     lp, ls, stamp = S.log_p, S.log_s, S.stamp
     k = 0
@@ -149,6 +162,9 @@ def _heap_compact(S, t):
     """Keep the valid entries of tier ``t``'s heap, once each, sorted (a sorted array is a heap)."""
     o = S.hoff[t]
     n = S.hn[t]
+    if t != HBM and S.M[M_KEYED] != 0:
+        _kheap_compact(S, t, o, n)
+        return
     hs = S.heap_s[o:o + n]
     hp = S.heap_p[o:o + n]
     bit = _bit(t)
@@ -175,6 +191,8 @@ def _heap_compact(S, t):
 
 @njit(cache=True, inline="always")
 def _heap_push(S, t, s, p):
+    """Push (key ``s``, payload ``p``) on tier ``t``'s heap, ordered by (key, payload): lru's keys
+    (stamps) are unique, lru_k's ties are broken by the payload as its heap of tuples breaks them."""
     if S.hn[t] == S.hcap[t]:   # room is made before each request (replay): never in the hot path
         raise RuntimeError("cluster_sim engine: candidate heap full")
     o = S.hoff[t]
@@ -183,9 +201,10 @@ def _heap_push(S, t, s, p):
     S.hn[t] = i + 1
     while i > 0:
         par = (i - 1) >> 1
-        if hs[o + par] <= s:
+        a = hs[o + par]
+        if a < s or (a == s and hp[o + par] <= p):
             break
-        hs[o + i] = hs[o + par]
+        hs[o + i] = a
         hp[o + i] = hp[o + par]
         i = par
     hs[o + i] = s
@@ -209,9 +228,9 @@ def _heap_pop(S, t):
             if a >= n:
                 break
             b = a + 1
-            if b < n and hs[o + b] < hs[o + a]:
+            if b < n and (hs[o + b] < hs[o + a] or (hs[o + b] == hs[o + a] and hp[o + b] < hp[o + a])):
                 a = b
-            if hs[o + a] >= s:
+            if hs[o + a] > s or (hs[o + a] == s and hp[o + a] >= p):
                 break
             hs[o + i] = hs[o + a]
             hp[o + i] = hp[o + a]
@@ -233,6 +252,8 @@ def _note_enter(S, t, p):
 def _pop(S, t):
     """The least-key valid candidate of tier ``t`` as (key, payload), or (-1, -1); forgotten
     until pushed back."""
+    if t != HBM and S.M[M_KEYED] != 0:
+        return _kpop(S, t)
     bit = _bit(t)
     stamp, res = S.stamp, S.res
     lp, ls = S.log_p, S.log_s
@@ -263,6 +284,235 @@ def _pop(S, t):
         return -1, -1
 
 
+# ---------------------------------------------------------------------------- lru_k
+# The keyed candidate queue of lru_k (policies.lru_k.KeyedTierHeap) lives in the tier's heap arrays:
+# an entry is (key, payload), the key (HIST(p, K), HIST(p, 1)) packed into one int64 as
+# (HIST(p, K) + 1) << 32 | (HIST(p, 1) + 1) (stamps stay below 2^31, CompiledNode checks), so that the
+# entries order exactly as the reference's tuples (k1, k2, p). An entry is valid while it equals the
+# payload's canonical key in that tier (set when it enters; re-keyed when a grown key reaches the top).
+@njit(cache=True, inline="always")
+def _lk(S, p):
+    """Where payload ``p``'s lru_k record starts in PX (its HIST(p, 1..K) first)."""
+    return S.M[M_O_LK] + p * S.M[M_LK_Q]
+
+
+@njit(cache=True, inline="always")
+def _lkf(S, p):
+    """Where the fields after the history start in ``p``'s record (LK_LSEQ, LK_STAT, ...)."""
+    return S.M[M_O_LK] + p * S.M[M_LK_Q] + S.M[M_LK_K]
+
+
+@njit(cache=True, inline="always")
+def _lk_key(S, p):
+    b = _lk(S, p)
+    return ((S.PX[b + S.M[M_LK_K] - 1] + 1) << 32) | (S.PX[b] + 1)
+
+
+@njit(cache=True, inline="always")
+def _kpop(S, t):
+    """``KeyedTierHeap.pop``: the least valid entry (key, payload) of tier ``t``, or (-1, -1)."""
+    bit = _bit(t)
+    can = LK_CAN1 if t == DRAM else LK_CAN2
+    while S.hn[t] > 0:
+        s, p = _heap_pop(S, t)
+        f = _lkf(S, p)
+        if S.PX[f + can] != s or (S.res[p] & bit) == 0:
+            continue
+        k = _lk_key(S, p)
+        if k != s:
+            S.PX[f + can] = k
+            _heap_push(S, t, k, p)
+            continue
+        return s, p
+    return np.int64(-1), np.int64(-1)
+
+
+@njit(cache=True)
+def _kheap_compact(S, t, o, n):
+    """``KeyedTierHeap._rebuild``: keep the canonical entries of resident payloads (duplicates too:
+    the reference keeps them), sorted by (key, payload)."""
+    hs = S.heap_s[o:o + n]
+    hp = S.heap_p[o:o + n]
+    bit = _bit(t)
+    can = LK_CAN1 if t == DRAM else LK_CAN2
+    ks = np.empty(n, dtype=np.int64)
+    kp = np.empty(n, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        s = hs[i]
+        p = hp[i]
+        if (S.res[p] & bit) != 0 and S.PX[_lkf(S, p) + can] == s:
+            ks[k] = s
+            kp[k] = p
+            k += 1
+    o1 = np.argsort(kp[:k], kind="mergesort")
+    o2 = np.argsort(ks[:k][o1], kind="mergesort")     # stable: by (key, payload)
+    for i in range(k):
+        j = o1[o2[i]]
+        hs[i] = ks[j]
+        hp[i] = kp[j]
+    S.hn[t] = k
+    S.K[K_HEAP_COMPACTIONS] += 1
+
+
+@njit(cache=True, inline="always")
+def _ghost_unlink(S, p, f):
+    PX = S.PX
+    a = PX[f + LK_GPREV]
+    b = PX[f + LK_GNEXT]
+    if a >= 0:
+        PX[_lkf(S, a) + LK_GNEXT] = b
+    else:
+        S.M[M_GHEAD] = b
+    if b >= 0:
+        PX[_lkf(S, b) + LK_GPREV] = a
+    else:
+        S.M[M_GTAIL] = a
+    PX[f + LK_GPREV] = -1
+    PX[f + LK_GNEXT] = -1
+    S.M[M_GN] -= 1
+
+
+@njit(cache=True, inline="always")
+def _ghost_append(S, p, f):
+    """``ghosts[p] = None``: ``p`` goes last unless it is a ghost already (then it keeps its place)."""
+    PX = S.PX
+    if PX[f + LK_STAT] == ST_GHOST:
+        return
+    PX[f + LK_STAT] = ST_GHOST
+    tail = S.M[M_GTAIL]
+    PX[f + LK_GPREV] = tail
+    PX[f + LK_GNEXT] = -1
+    if tail >= 0:
+        PX[_lkf(S, tail) + LK_GNEXT] = p
+    else:
+        S.M[M_GHEAD] = p
+    S.M[M_GTAIL] = p
+    S.M[M_GN] += 1
+
+
+@njit(cache=True)
+def _ghost_trim(S):
+    """``LRUKPolicy._trim_ghosts``: forget the oldest ghosts while they number more than
+    ``ghost * max(resident payloads, the tiers' capacity in FA chunks)``."""
+    M = S.M
+    g = M[M_GHOST_F:M_GHOST_F + 1].view(np.float64)[0]
+    x = M[M_NRES] if M[M_NRES] > M[M_CAPP] else M[M_CAPP]
+    cap = g * x
+    K = M[M_LK_K]
+    while M[M_GN] > cap:
+        p = M[M_GHEAD]
+        f = _lkf(S, p)
+        _ghost_unlink(S, p, f)
+        S.PX[f + LK_STAT] = ST_NONE
+        b = f - K
+        for i in range(K):
+            S.PX[b + i] = -1
+        S.PX[f + LK_LSEQ] = 0
+        S.K[PK_FORGOTTEN] += 1
+
+
+@njit(cache=True, inline="always")
+def _lk_enter(S, t, p):
+    """``LRUKPolicy.on_enter``."""
+    f = _lkf(S, p)
+    st = S.PX[f + LK_STAT]
+    if st != ST_MINE:
+        if st == ST_GHOST:
+            _ghost_unlink(S, p, f)
+        S.PX[f + LK_STAT] = ST_MINE
+        S.M[M_NRES] += 1
+    if t != HBM:
+        k = _lk_key(S, p)
+        S.PX[f + (LK_CAN1 if t == DRAM else LK_CAN2)] = k
+        _heap_push(S, t, k, p)
+
+
+@njit(cache=True, inline="always")
+def _lk_gone(S, p):
+    """``LRUKPolicy.on_leave`` for a payload that is no longer resident anywhere: it becomes a ghost."""
+    f = _lkf(S, p)
+    if S.PX[f + LK_STAT] == ST_MINE:
+        S.M[M_NRES] -= 1
+        S.PX[f + LK_STAT] = ST_NONE
+        _ghost_append(S, p, f)
+        _ghost_trim(S)
+
+
+@njit(cache=True, inline="always")
+def _lk_reference(S, p, seq):
+    """``LRUKPolicy._reference`` of one payload (crp = request): a reference in a new request
+    shifts the history and sets HIST(p, 1) to the payload's stamp; every one sets LAST."""
+    b = _lk(S, p)
+    K = S.M[M_LK_K]
+    f = b + K
+    if S.PX[f + LK_LSEQ] != seq:
+        for i in range(K - 1, 0, -1):
+            S.PX[b + i] = S.PX[b + i - 1]
+        S.PX[b] = S.stamp[p]
+        S.K[PK_UNCORRELATED] += 1
+    S.K[PK_REFS] += 1
+    S.PX[f + LK_LSEQ] = seq
+
+
+@njit(cache=True)
+def _lk_tick(S):
+    """``LRUKPolicy.tick``: payloads referenced while absent that stayed absent become ghosts."""
+    M = S.M
+    n = M[M_PENDN]
+    if n == 0:
+        return
+    o = M[M_O_PEND]
+    for i in range(n):
+        p = S.PX[o + i]
+        f = _lkf(S, p)
+        if S.PX[f + LK_STAT] != ST_MINE:
+            _ghost_append(S, p, f)
+    M[M_PENDN] = 0
+    _ghost_trim(S)
+
+
+@njit(cache=True)
+def _lk_access(S, path, q):
+    """``LRUKPolicy.on_access``: absent payloads leave the ghost list (counted as ghost hits when
+    their history survived) and wait for the next tick; then every payload is referenced."""
+    M = S.M
+    seq = M[M_SEQ]
+    n = len(path) + (1 if q >= 0 else 0)
+    for k in range(n):
+        p = 2 * path[k] if k < len(path) else q
+        if S.res[p] == 0:
+            b = _lk(S, p)
+            if S.PX[b] >= 0:
+                S.K[PK_GHOST_HITS] += 1
+            f = b + M[M_LK_K]
+            if S.PX[f + LK_STAT] == ST_GHOST:
+                _ghost_unlink(S, p, f)
+                S.PX[f + LK_STAT] = ST_NONE
+            i = M[M_PENDN]
+            if i == M[M_CAP_PEND]:
+                raise RuntimeError("cluster_sim engine: lru_k pending list full")
+            S.PX[M[M_O_PEND] + i] = p
+            M[M_PENDN] = i + 1
+    for k in range(n):
+        p = 2 * path[k] if k < len(path) else q
+        _lk_reference(S, p, seq)
+
+
+@njit(cache=True)
+def _lk_leave_many(S, was_in):
+    """The residency events of a batch removal (``CacheState.remove_copies``) in the reference's
+    order: the removed copies by payload handle, then the STATEs of the chunks that lost their
+    last FA copy, by chunk; a payload left with no copy becomes a ghost."""
+    was_in.sort()
+    for p in was_in:
+        if S.res[p] == 0:
+            _lk_gone(S, p)
+    for p in was_in:
+        if (p & 1) == 0 and S.res[p] == 0:
+            _lk_gone(S, p | 1)
+
+
 # ---------------------------------------------------------------------------- policy hooks
 @njit(cache=True, inline="always")
 def _next_use(S, p):
@@ -280,7 +530,9 @@ def _event(S, p):
 def _enter(S, t, p):
     """``p`` got a copy in tier ``t`` (the policy's ``on_enter(t, p)``, after the residency bits)."""
     pol = S.M[M_POLICY]
-    if pol == POLICY_ORACLE_ADM:
+    if pol == POLICY_LRU_K:
+        _lk_enter(S, t, p)
+    elif pol == POLICY_ORACLE_ADM:
         if t == SSD:
             S.PX[S.M[M_O_A] + p] = _event(S, p)
             S.flags[p] &= ~np.uint8(F_OHIT)
@@ -374,6 +626,20 @@ def _on_access(S, path, h, q):
             c = path[k]
             PX[onfa + c] = PX[ofa + k]
             PX[onst + c] = PX[ost + k]
+    elif S.M[M_POLICY] == POLICY_LRU_K:
+        _lk_access(S, path, q)
+    elif S.M[M_POLICY] == POLICY_HOT_PREFIX:
+        # a payload (re)created by this request starts from zero heat; every payload gets one
+        oa = S.M[M_O_A]
+        ob = S.M[M_O_B]
+        seq = S.M[M_SEQ]
+        n = len(path) + (1 if q >= 0 else 0)
+        for k in range(n):
+            p = 2 * path[k] if k < len(path) else q
+            if S.res[p] == 0:
+                S.PX[oa + p] = 0
+            S.PX[oa + p] += 1
+            S.PX[ob + p] = seq
     elif S.M[M_POLICY] == POLICY_WRITE_THROUGH:
         # every reused payload's hit_count goes up; one in DRAM without an SSD copy that reaches
         # the threshold asks for its write
@@ -391,16 +657,45 @@ def _on_access(S, path, h, q):
                     _request_write(S, p)
 
 
+@njit(cache=True)
+def _on_insert(S, path, r, states):
+    """The policy's ``on_insert`` with the payloads this request created that are still resident
+    (new FA ``c_{r+1} .. c_m``, then the new STATEs), after the insert's overflow was resolved."""
+    pol = S.M[M_POLICY]
+    seq = S.M[M_SEQ]
+    n = len(path) - r + len(states)
+    for k in range(n):
+        p = 2 * path[r + k] if k < len(path) - r else states[k - (len(path) - r)]
+        if S.res[p] == 0:
+            continue
+        if pol == POLICY_LRU_K:
+            _lk_reference(S, p, seq)
+        elif pol == POLICY_HOT_PREFIX:
+            ob = S.M[M_O_B] + p
+            if S.PX[ob] != seq:          # a STATE created by this request: heat from zero, one reference
+                S.PX[S.M[M_O_A] + p] = 1
+                S.PX[ob] = seq
+
+
 @njit(cache=True, inline="always")
 def _admit(S, t, p):
     """A gated walk's admission of DRAM victim ``p`` without a valid SSD copy (write_through: its
-    write was asked for in this request step and is still queued)."""
+    write was asked for in this request step and is still queued; lru_k: K references, ghost history
+    included; hot_prefix: heat >= F, i.e. a reference count >= ceil(F))."""
+    pol = S.M[M_POLICY]
+    if pol == POLICY_LRU_K:
+        return S.PX[_lk(S, p) + S.M[M_LK_K] - 1] >= 0
+    if pol == POLICY_HOT_PREFIX:
+        return S.PX[S.M[M_O_A] + p] >= S.M[M_THRESH]
     return S.PX[S.M[M_O_B] + p] == S.M[M_SEQ]
 
 
 @njit(cache=True, inline="always")
 def _defer(S, t, p):
-    """A gated walk considers ``p`` only once every other candidate has been (none here)."""
+    """A gated walk considers ``p`` only once every other candidate has been (lru_k: a payload
+    referenced within the correlated-reference period, i.e. by the request being processed)."""
+    if S.M[M_POLICY] == POLICY_LRU_K:
+        return S.PX[_lkf(S, p) + LK_LSEQ] == S.M[M_SEQ]
     return False
 
 
@@ -536,6 +831,10 @@ def _remove(S, t, p, close):
                             if close:
                                 _close_ssd(S, q)
                 S.res[q] = 0
+    if S.M[M_POLICY] == POLICY_LRU_K and now == 0:
+        _lk_gone(S, p)                  # CacheState.remove_copy's events: p, then its STATE
+        if (p & 1) == 0:
+            _lk_gone(S, p | 1)
     return freed
 
 
@@ -619,6 +918,15 @@ def _remove_many(S, t, ps, close):
         return
     cs = [np.int64(0) for _ in range(0)]
     lost = [False for _ in range(0)]
+    keyed = S.M[M_POLICY] == POLICY_LRU_K
+    was_in = np.empty(len(ps) if keyed else 0, dtype=np.int64)
+    nw = 0
+    if keyed:
+        bit = _bit(t)
+        for p in ps:
+            if (S.res[p] & bit) != 0:
+                was_in[nw] = p
+                nw += 1
     for p in ps:
         k = _remove_bits(S, t, p, close)
         if k and (p & 1) == 0:
@@ -626,6 +934,8 @@ def _remove_many(S, t, ps, close):
             lost.append(k == 2)
     if len(cs):
         _batch_anc(S, t, cs, lost, -1)
+    if keyed:
+        _lk_leave_many(S, was_in[:nw])
 
 
 @njit(cache=True)
@@ -670,7 +980,7 @@ def _action(S, t):
     M = S.M
     if t == HBM:
         return DEMOTE if (M[M_CAP1] > 0 or M[M_CAP2] > 0) else DROP
-    if M[M_POLICY] == POLICY_WRITE_THROUGH:
+    if M[M_POLICY] >= POLICY_WRITE_THROUGH:
         return GATE
     if t == DRAM:
         if M[M_CAP2] <= 0:
@@ -708,7 +1018,7 @@ def _walk(S, t, need, action, out, acts):
     gate = gated and t == DRAM and S.M[M_CAP2] > 0
     dropping_all = action == DROP or t == SSD
     seq = S.M[M_SEQ]
-    res, pin, dcnt, dany = S.res, S.pin, S.dcnt, S.dany
+    res, pin, dcnt, dany, flags = S.res, S.pin, S.dcnt, S.dany, S.flags
     cred, cred_any, parent, PX = S.cred, S.cred_any, S.parent, S.PX
     ow = S.M[M_O_W]           # wkey[c] = PX[ow + c]: the key of chunk c's FA waiting for descendants (-1: none)
     skip_s = [np.int64(0) for _ in range(0)]
@@ -737,9 +1047,9 @@ def _walk(S, t, need, action, out, acts):
                     if not gated:
                         break
                     phase = 1
-                elif p == prev:
-                    continue        # a duplicate entry of the candidate just seen: same verdict
-                else:
+                elif not gated:
+                    if p == prev:
+                        continue    # a duplicate entry of the candidate just seen: same verdict
                     prev = p
             if p < 0:
                 if li >= len(later_p):
@@ -747,7 +1057,12 @@ def _walk(S, t, need, action, out, acts):
                 s = later_s[li]
                 p = later_p[li]
                 li += 1
+        if gated:
+            if (flags[p] & (F_WCH | F_WSK)) != 0:
+                continue            # gated_select: `p in chosen or p in skipped`, a duplicate entry
         if pin[p] == seq:
+            if gated:
+                flags[p] |= F_WSK
             skip_s.append(s)
             skip_p.append(p)
             continue
@@ -764,6 +1079,7 @@ def _walk(S, t, need, action, out, acts):
                 if gated:
                     PX[ow + c] = s
                     waited.append(c)
+                    flags[p] |= F_WSK
                 else:
                     skip_s.append(s)
                     skip_p.append(p)
@@ -785,6 +1101,7 @@ def _walk(S, t, need, action, out, acts):
                     elif gated:
                         PX[ow + c] = s
                         waited.append(c)
+                        flags[p] |= F_WSK
                         continue
                     else:
                         skip_s.append(s)
@@ -802,6 +1119,7 @@ def _walk(S, t, need, action, out, acts):
                     if gated and PX[ow + y] >= 0:
                         heapq.heappush(ready, (PX[ow + y], 2 * y))
                         PX[ow + y] = -1
+                        flags[2 * y] &= ~np.uint8(F_WSK)
                 if drop_last:
                     if cred_any[par] == 0:
                         credited_any.append(par)
@@ -809,15 +1127,25 @@ def _walk(S, t, need, action, out, acts):
                     if gated and PX[ow + par] >= 0:
                         heapq.heappush(ready, (PX[ow + par], 2 * par))
                         PX[ow + par] = -1
+                        flags[2 * par] &= ~np.uint8(F_WSK)
         take_s.append(s)
         out.append(p)
         acts.append(a)
+        if gated:
+            flags[p] |= F_WCH
         freed += _psize(S, p)
     for y in credited:
         cred[y] = 0
     for y in credited_any:
         cred_any[y] = 0
     if gated:
+        clear = ~np.uint8(F_WCH | F_WSK)
+        for i in range(start, len(out)):
+            flags[out[i]] &= clear
+        for x in skip_p:
+            flags[x] &= clear
+        for c in waited:
+            flags[2 * c] &= clear
         # what still waits, what was made ready but not reached, what was deferred and not reached
         for c in waited:
             if PX[ow + c] >= 0:
@@ -1189,6 +1517,8 @@ def _step(S, path, counting, R, j):
     M[M_SEQ] = seq
     M[M_COUNTING] = counting
     M[M_WR] = 0
+    if M[M_POLICY] == POLICY_LRU_K:
+        _lk_tick(S)
     has_state = M[M_HAS_STATE] != 0
     fab = M[M_FAB]
     m = len(path)
@@ -1309,6 +1639,8 @@ def _step(S, path, counting, R, j):
             for qq in states:
                 if (res[qq] & 4) != 0:
                     _count_ssd_write(S, qq)
+        if M[M_POLICY] >= POLICY_LRU_K:
+            _on_insert(S, path, r, states)
     elif m:
         skipped = (m - r) * fab
         for k in pos:
