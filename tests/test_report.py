@@ -205,7 +205,7 @@ def test_share_of_oracle_admission_flags_a_reference_that_misses_more():
     st = report.Study({"main_model": "m", "labels": {"a": ["LRU", ""], "o": ["oracle_admission", ""],
                                                      "g": ["gandalf (default)", "α=1, hints"]},
                        "baseline_families": ["LRU"]}, [])
-    rows = {"a": {"chunk_miss_ratio": 0.10, "ssd_lifetime_years": 2.0},
+    rows = {"a": {"chunk_miss_ratio": 0.095, "ssd_lifetime_years": 2.0},
             "o": {"chunk_miss_ratio": 0.09, "ssd_lifetime_years": 4.0},
             "g": {"chunk_miss_ratio": 0.05, "ssd_lifetime_years": 3.0}}
     ref = report.oadm_row(st, rows)
@@ -213,4 +213,5 @@ def test_share_of_oracle_admission_flags_a_reference_that_misses_more():
     assert report.oadm_share(rows["a"], ref, 1000.0) == "0.50"          # iso-miss: o misses less
     assert report.oadm_share(rows["g"], ref, 1000.0) == "0.75 †"        # o misses 0.04 more than g
     assert report.oadm_share({"chunk_miss_ratio": 0.5, "ssd_lifetime_years": 1000.0}, ref, 1000.0) == "cap"
+    assert report.oadm_share({"chunk_miss_ratio": 0.5, "ssd_lifetime_years": 8.0}, ref, 1000.0) == "2.00 ‡"
     assert report.oadm_row(st, {"a": rows["a"]}) is None
