@@ -308,7 +308,7 @@ def _lk_key(S, p):
     return ((S.PX[b + S.M[M_LK_K] - 1] + 1) << 32) | (S.PX[b] + 1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _kpop(S, t):
     """``KeyedTierHeap.pop``: the least valid entry (key, payload) of tier ``t``, or (-1, -1)."""
     bit = _bit(t)
@@ -355,7 +355,7 @@ def _kheap_compact(S, t, o, n):
     S.K[K_HEAP_COMPACTIONS] += 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _ghost_unlink(S, p, f):
     PX = S.PX
     a = PX[f + LK_GPREV]
@@ -373,7 +373,7 @@ def _ghost_unlink(S, p, f):
     S.M[M_GN] -= 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _ghost_append(S, p, f):
     """``ghosts[p] = None``: ``p`` goes last unless it is a ghost already (then it keeps its place)."""
     PX = S.PX
@@ -412,7 +412,7 @@ def _ghost_trim(S):
         S.K[PK_FORGOTTEN] += 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _lk_enter(S, t, p):
     """``LRUKPolicy.on_enter``."""
     f = _lkf(S, p)
@@ -428,7 +428,7 @@ def _lk_enter(S, t, p):
         _heap_push(S, t, k, p)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _lk_gone(S, p):
     """``LRUKPolicy.on_leave`` for a payload that is no longer resident anywhere: it becomes a ghost."""
     f = _lkf(S, p)
@@ -439,7 +439,7 @@ def _lk_gone(S, p):
         _ghost_trim(S)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _lk_reference(S, p, seq):
     """``LRUKPolicy._reference`` of one payload (crp = request): a reference in a new request
     shifts the history and sets HIST(p, 1) to the payload's stamp; every one sets LAST."""
@@ -526,7 +526,7 @@ def _event(S, p):
     return p * (S.M[M_NFUT] + 1) + _next_use(S, p)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _enter(S, t, p):
     """``p`` got a copy in tier ``t`` (the policy's ``on_enter(t, p)``, after the residency bits)."""
     pol = S.M[M_POLICY]
@@ -989,7 +989,7 @@ def _action(S, t):
     return DROP
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _walk(S, t, need, action, out, acts):
     """The constrained victim walk: candidates of tier ``t`` in key order, skipping pinned
     payloads, FA copies with descendants left in the tier (leaf-first; the chain credits of
