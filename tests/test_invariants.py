@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 from cluster_sim.cache import SSD
@@ -132,7 +133,6 @@ def test_compiled_ancestor_counts_equal_the_numpy_sum(b):
     from cluster_sim.cache import state as cstate
     tr, cs, sign = b
     if cstate._dec_anc_kernel() is None:
-        import pytest
         pytest.skip("numba not importable: only the numpy path exists")
     node = make_node(tr)
     st_ = node.st

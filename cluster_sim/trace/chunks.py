@@ -118,20 +118,28 @@ class ChunkedTrace:
         )
 
 
+def _grouping(table: pa.Table, chunk_tokens: int) -> tuple[int, int, np.ndarray]:
+    """(block tokens, blocks per chunk, every request's input tokens) of ``table``; one line
+    naming ``cache.chunk_tokens`` when a chunk is not a whole number of the trace's blocks."""
+    from .schema import block_tokens
+
+    bt = block_tokens(table)
+    if chunk_tokens % bt:
+        raise ConfigError("cache.chunk_tokens",
+                          f"{chunk_tokens} is not a whole multiple of the trace's block size ({bt} tokens)")
+    inp = np.asarray(table.column("input_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
+    return bt, chunk_tokens // bt, inp
+
+
 def _chunk_trace_whole(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0,
                        source_path: str = "") -> ChunkedTrace:
     """The whole-table cut (every chunk reference at once, int64 ids): the reference that
     :func:`chunk_trace` must equal, and the one that words its error for a trace whose hashes
     follow two prefixes (so the message and its row are those it always gave)."""
-    from .schema import block_tokens as _bt, source as _src, stop_reason_codes
+    from .schema import source as _src, stop_reason_codes
 
-    bt = _bt(table)
-    if chunk_tokens % bt:
-        raise ConfigError("cache.chunk_tokens",
-                          f"{chunk_tokens} is not a whole multiple of the trace's block size ({bt} tokens)")
-    g = chunk_tokens // bt
+    bt, g, inp = _grouping(table, chunk_tokens)
     n = table.num_rows
-    inp = np.asarray(table.column("input_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
     lists = table.column("block_hashes").combine_chunks()
     boff = np.asarray(lists.offsets.to_numpy(), dtype=np.int64)
     if lists.offset:
@@ -382,16 +390,11 @@ def chunk_trace(table: pa.Table, chunk_tokens: int, *, warmup_s: float = 0.0, so
     ``anchor`` in :func:`id_dtype`. Chunk ids, parents, depths and anchors equal those of the
     whole-table cut (:func:`_chunk_trace_whole`), batch boundaries included.
     """
-    from .schema import block_tokens as _bt, source as _src
+    from .schema import source as _src
     import pyarrow.compute as pc
 
-    bt = _bt(table)
-    if chunk_tokens % bt:
-        raise ConfigError("cache.chunk_tokens",
-                          f"{chunk_tokens} is not a whole multiple of the trace's block size ({bt} tokens)")
-    g = chunk_tokens // bt
+    bt, g, inp = _grouping(table, chunk_tokens)
     n = table.num_rows
-    inp = np.asarray(table.column("input_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
     col = table.column("block_hashes")
     nblocks = np.asarray(pc.list_value_length(col).to_numpy(zero_copy_only=False), dtype=np.int64) if n \
         else np.zeros(0, np.int64)
@@ -429,16 +432,12 @@ def chunk_requests(table: pa.Table, chunk_tokens: int, nblocks: np.ndarray, hash
     ``(k + 1) · g - 1`` (``g = chunk_tokens / block_tokens``), requests in order. The
     same result as :func:`chunk_trace` of the whole table (docs/decisions.md #108); raises
     :class:`_TwoPrefixes` where that would raise its error."""
-    from .schema import block_tokens as _bt, source as _src
+    from .schema import source as _src
 
-    bt = _bt(table)
-    if chunk_tokens % bt:
-        raise ConfigError("cache.chunk_tokens",
-                          f"{chunk_tokens} is not a whole multiple of the trace's block size ({bt} tokens)")
+    bt, g, inp = _grouping(table, chunk_tokens)
     n = table.num_rows
-    inp = np.asarray(table.column("input_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
     m = inp // chunk_tokens
-    _check_blocks(inp, np.asarray(nblocks, dtype=np.int64), m, chunk_tokens // bt, _src(table))
+    _check_blocks(inp, np.asarray(nblocks, dtype=np.int64), m, g, _src(table))
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(m, out=offsets[1:])
     flat, parent, depth, anchor, chunk_hash = _cut(offsets, _per_batch(int(offsets[-1]), batch_refs), hashes_of)
