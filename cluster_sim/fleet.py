@@ -261,6 +261,14 @@ def epochs_of(trace, epoch_s: float) -> np.ndarray:
     return np.floor((a - a[0]) / epoch_s).astype(np.int64)
 
 
+def shares(assign: np.ndarray, k: int) -> list[np.ndarray]:
+    """Each node's request indices in request order (``np.flatnonzero(assign == j)`` for every
+    ``j``, in one sort rather than ``k`` passes)."""
+    order = np.argsort(assign, kind="stable")
+    cuts = np.cumsum(np.bincount(assign, minlength=k)[:k])[:-1] if len(assign) else np.zeros(k - 1, dtype=np.int64)
+    return np.split(order, cuts)
+
+
 def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
     """Route and replay. Returns raw results for :mod:`cluster_sim.api`. ``progress(done,
     total)``, if given, hears how many requests have been replayed (or, for a backend that
@@ -284,11 +292,8 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
         fail = {int(fleet.inject_failure["node"]): int(fleet.inject_failure["epoch"])}
     futures = None
     if not sync:
-        for i in range(n):
-            node = router.route(i)
-            router.dispatched(i, node)
-            assign[i] = node
-        futures = [np.flatnonzero(assign == j) for j in range(k)]
+        assign = router.route_ahead()
+        futures = shares(assign, k)
     if not policy_class(cfg.policy.name).needs_future:     # a class attribute: no policy is built here
         futures = None
     elif futures is None:
@@ -324,13 +329,12 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
                     done += d
                     if progress is not None:
                         progress(done, n)
-                for j in range(k):
-                    idx = np.flatnonzero(assign == j)
+                for j, idx in enumerate(shares(assign, k)):
                     if len(idx):
                         nodes.submit_span(j, idx, ep[idx], tick=tick, block=max(128, n // 1000))
             else:
-                calls = [(j, nodes.submit_span(j, idx, ep[idx])) for j in range(k)
-                         for idx in [np.flatnonzero(assign == j)] if len(idx)]
+                calls = [(j, nodes.submit_span(j, idx, ep[idx])) for j, idx in enumerate(shares(assign, k))
+                         if len(idx)]
                 for j, handle in calls:
                     done += nodes.wait_span(j, handle)
                     if progress is not None:
@@ -375,9 +379,8 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
 def floors(trace, cfg, assign) -> tuple[list[tuple[float, float]], tuple[float, float]]:
     """Per-node floors on each node's own stream and the fleet floor on the whole stream."""
     out = []
-    for k in range(cfg.fleet.nodes):
+    for k, idx in enumerate(shares(assign, cfg.fleet.nodes)):
         cost = CostModel.of(cfg.model, cfg.hardware_for_node(k))
-        idx = np.flatnonzero(assign == k)
         sub = trace.subset(idx) if cfg.fleet.nodes > 1 else trace
         out.append(floor_pass(sub.offsets, sub.flat, sub.n_chunks, sub.input_tokens, sub.counted, cfg.model,
                               trace.chunk_tokens, cost))

@@ -492,17 +492,15 @@ def floor_pass(paths_offsets: np.ndarray, flat: np.ndarray, n_chunks: int, input
                counted: np.ndarray, model, chunk_tokens: int, cost: CostModel) -> tuple[float, float]:
     """``miss_ratio_floor`` and ``recompute_gpu_seconds_floor``: the same stream in unbounded tiers
     with the same checkpoint mode (nothing is ever evicted or skipped)."""
-    hs = unbounded_resume_prefix(paths_offsets, flat, n_chunks, model).tolist()
-    lens = np.diff(paths_offsets).tolist()
-    req = miss = 0
+    hs = unbounded_resume_prefix(paths_offsets, flat, n_chunks, model)
+    lens = np.diff(paths_offsets)[:len(input_tokens)]
+    c = np.asarray(counted, dtype=bool)
+    req = int(lens[c].sum())
+    miss = int((lens - hs[:len(lens)])[c].sum())
+    start = hs[:len(lens)] * int(chunk_tokens)
+    L = np.asarray(input_tokens, dtype=np.int64)
+    need = c & (start < L)
     gpu_s = 0.0
-    for i in range(len(input_tokens)):
-        m = lens[i]
-        h = hs[i]
-        if counted[i]:
-            req += m
-            miss += m - h
-            L = int(input_tokens[i])
-            if h * chunk_tokens < L:
-                gpu_s += cost.gpu_seconds(model.prefill_flops(h * chunk_tokens, L))
+    for x in cost.gpu_seconds(model.prefill_flops_array(start[need], L[need])).tolist():
+        gpu_s += x          # in request order, as the request step adds them
     return (miss / req if req else 0.0), gpu_s

@@ -44,6 +44,18 @@ class Router:
         self.busy[node] = max(self.busy[node], t) + est
         self.work[node] += est
 
+    def route_ahead(self) -> np.ndarray:
+        """The node of every request when no feedback comes (``fleet.sync=none``): ``route`` and
+        ``dispatched`` request by request, in order. Routers that read no dispatch history
+        override it with an equal, faster pass."""
+        n = self.trace.n_requests
+        assign = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            node = self.route(i)
+            self.dispatched(i, node)
+            assign[i] = node
+        return assign
+
     def backlog(self, t: float) -> np.ndarray:
         return np.maximum(0.0, self.busy - t)
 
@@ -60,6 +72,12 @@ class RoundRobin(Router):
         node = self.n % self.k
         self.n += 1
         return node
+
+    def route_ahead(self):
+        # the dispatch history (busy, work) is never read by this router
+        assign = (np.arange(self.trace.n_requests, dtype=np.int64) + self.n) % self.k
+        self.n += len(assign)
+        return assign
 
 
 class RandomRouter(Router):
@@ -95,9 +113,26 @@ class SessionAffinity(Router):
         return b"c" + np.asarray(self.trace.chunk_hash[p], dtype=np.uint64).tobytes()
 
     def route(self, i):
-        h = _h64(self.key(i))
+        return self._owner_of(_h64(self.key(i)))
+
+    def _owner_of(self, h: int) -> int:
         j = bisect.bisect_left(self.points, h)
         return self.owner[j % len(self.points)]
+
+    def route_ahead(self):
+        # one hash per distinct session (its requests share a key); the dispatch history is
+        # never read by this router
+        sid = np.asarray(self.trace.session_id, dtype=np.int64)
+        assign = np.empty(len(sid), dtype=np.int64)
+        has = sid >= 0
+        if has.any():
+            uniq, inv = np.unique(sid[has], return_inverse=True)
+            nodes = np.array([self._owner_of(_h64(b"s" + int(u).to_bytes(8, "little", signed=True)))
+                              for u in uniq.tolist()], dtype=np.int64)
+            assign[has] = nodes[inv]
+        for i in np.flatnonzero(~has).tolist():
+            assign[i] = self.route(i)
+        return assign
 
 
 class LeastLoaded(Router):

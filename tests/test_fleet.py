@@ -83,6 +83,28 @@ def test_session_affinity_keeps_each_session_on_one_node():
     assert len(np.unique(assign)) == 4          # and the sessions spread over the fleet
 
 
+@pytest.mark.parametrize("router", ROUTERS)
+def test_routing_ahead_in_one_pass_equals_routing_request_by_request(router):
+    # fleet.sync=none routes the whole trace with route_ahead(); a router's fast pass must give
+    # the nodes that route() + dispatched() give in order, with and without session ids
+    from cluster_sim.api import prepare
+    from cluster_sim.config import SimConfig
+    from cluster_sim.router import Router, make_router
+
+    cfg = SimConfig.from_mapping(cluster_sim.compose(["fleet.nodes=5", f"fleet.router={router}",
+                                                      "workload.limit_requests=800"]))
+    trace, _, _ = prepare(cfg)
+    hw = [cfg.hardware_for_node(i) for i in range(5)]
+    for sessions in ("kept", "half unknown"):
+        if sessions == "half unknown":
+            trace.session_id = np.where(np.arange(trace.n_requests) % 2 == 1, -1, trace.session_id)
+        slow = make_router(trace, cfg.fleet, cfg.seed, cfg.model, hw)
+        want = Router.route_ahead(slow)
+        got = make_router(trace, cfg.fleet, cfg.seed, cfg.model, hw).route_ahead()
+        assert got.dtype == np.int64 and np.array_equal(got, want), (router, sessions)
+        assert len(np.unique(got)) == 5
+
+
 def test_every_router_uses_every_node_and_summary_has_per_node_rows():
     for r in ROUTERS:
         s = cluster_sim.run(cluster_sim.compose(BASE + [f"fleet.router={r}"]), write=False)

@@ -115,6 +115,23 @@ def test_unbounded_cache_reaches_the_floor(w):
     assert s.recompute_gpu_seconds == gpu_s or abs(s.recompute_gpu_seconds - gpu_s) <= 1e-9 * max(1.0, gpu_s)
 
 
+@given(workloads())
+def test_compiled_resume_prefix_equals_the_numpy_reference(w):
+    # the floors' and the oracles' unbounded pass: the compiled loops and the numpy version
+    # agree request by request, for every checkpoint mode and for models with and without STATE
+    from cluster_sim.cache import hybrid
+
+    paths, model_name, mode, _, _ = w
+    model = load_model(model_name, state_checkpoints=mode)
+    tr = trace_from_paths(paths)
+    kern = hybrid._resume_prefix_kernel()
+    assert kern is not None and hasattr(kern, "py_func")       # numba is a dependency
+    ref = hybrid.unbounded_resume_prefix_numpy(tr.offsets, tr.flat, tr.n_chunks, model)
+    assert np.array_equal(hybrid.unbounded_resume_prefix(tr.offsets, tr.flat, tr.n_chunks, model), ref)
+    assert np.array_equal(kern.py_func(tr.offsets, tr.flat, tr.n_chunks, model.has_state,
+                                       hybrid._MODES[mode]), ref)
+
+
 @st.composite
 def chunk_batches(draw):
     paths = branching_paths(draw)

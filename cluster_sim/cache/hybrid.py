@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["checkpoint_positions", "unbounded_resume_prefix"]
+__all__ = ["checkpoint_positions", "unbounded_resume_prefix", "unbounded_resume_prefix_numpy"]
 
 
 def checkpoint_positions(mode: str, h: int, r: int, m: int) -> list[int]:
@@ -29,9 +29,77 @@ def checkpoint_positions(mode: str, h: int, r: int, m: int) -> list[int]:
     raise ValueError(f"unknown state_checkpoints mode {mode!r}")
 
 
+_MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
+
+
+def _resume_prefix_loops(offsets, flat, n_chunks, has_state, mode):
+    """:func:`unbounded_resume_prefix` as plain loops (``mode``: an index of ``_MODES``), which
+    numba compiles; the numpy version below is its reference."""
+    fa = np.zeros(n_chunks, dtype=np.bool_)
+    st = np.zeros(n_chunks, dtype=np.bool_)
+    n = len(offsets) - 1
+    hs = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        a = offsets[i]
+        m = offsets[i + 1] - a
+        if m == 0:
+            continue
+        r = m
+        for j in range(m):
+            if not fa[flat[a + j]]:
+                r = j
+                break
+        h = r
+        if has_state and r:
+            h = 0
+            for j in range(r - 1, -1, -1):
+                if st[flat[a + j]]:
+                    h = j + 1
+                    break
+        hs[i] = h
+        for j in range(m):
+            fa[flat[a + j]] = True
+        if has_state:
+            if mode == 2:
+                for k in range(h + 1, m + 1):
+                    st[flat[a + k - 1]] = True
+            else:
+                if mode == 1 and h < r < m:
+                    st[flat[a + r - 1]] = True
+                if h < m:
+                    st[flat[a + m - 1]] = True
+    return hs
+
+
+_KERNEL = []
+
+
+def _resume_prefix_kernel():
+    """The compiled loops (numba, cached on disk), or None without numba."""
+    if not _KERNEL:
+        try:
+            from numba import njit
+            _KERNEL.append(njit(cache=True)(_resume_prefix_loops))
+        except ImportError:
+            _KERNEL.append(None)
+    return _KERNEL[0]
+
+
 def unbounded_resume_prefix(offsets: np.ndarray, flat: np.ndarray, n_chunks: int, model) -> np.ndarray:
     """Every request's resume prefix ``h`` (chunks reused) in unbounded tiers with the model's
-    checkpoint mode: nothing is ever evicted or skipped."""
+    checkpoint mode: nothing is ever evicted or skipped. Compiled where numba imports."""
+    mode = model.state_checkpoints
+    if mode not in _MODES:
+        raise ValueError(f"unknown state_checkpoints mode {mode!r}")
+    kern = _resume_prefix_kernel()
+    if kern is not None and len(offsets) > 1:
+        return kern(np.ascontiguousarray(offsets), np.ascontiguousarray(flat),   # the trace's dtypes: no copy
+                    int(n_chunks), bool(model.has_state), _MODES[mode])
+    return unbounded_resume_prefix_numpy(offsets, flat, n_chunks, model)
+
+
+def unbounded_resume_prefix_numpy(offsets: np.ndarray, flat: np.ndarray, n_chunks: int, model) -> np.ndarray:
+    """:func:`unbounded_resume_prefix` in numpy, one request at a time (the reference)."""
     fa_seen = np.zeros(n_chunks, dtype=bool)
     st_seen = np.zeros(n_chunks, dtype=bool)
     has_state = model.has_state
