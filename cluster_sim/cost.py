@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 __all__ = ["CostModel"]
 
 
@@ -57,6 +59,17 @@ class CostModel:
             return self.model.prefill_flops(reused_tokens, input_tokens), input_tokens - reused_tokens
         return (self.model.prefill_flops(input_tokens - 1, input_tokens) if input_tokens > 0 else 0.0), 0
 
+    def request_recompute_array(self, reused_tokens: np.ndarray, input_tokens: np.ndarray
+                                ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`request_recompute` of many requests (float64 FLOPs, int64 tokens), element for
+        element the same numbers."""
+        reused = np.asarray(reused_tokens, dtype=np.int64)
+        inp = np.asarray(input_tokens, dtype=np.int64)
+        part = reused < inp
+        flops = self.model.prefill_flops_array(np.where(part, reused, np.maximum(inp - 1, 0)), inp)
+        flops[~part & (inp <= 0)] = 0.0
+        return flops, np.where(part, inp - reused, 0)
+
     def gpu_seconds(self, flops: float) -> float:
         """GPU-seconds of ``flops`` on this node (every GPU busy for the node-seconds)."""
         return flops / self.compute_rate * self.gpus
@@ -77,6 +90,15 @@ class CostModel:
             latency += ssd_bytes / self.ssd_read_bytes_per_s + ssd_bytes / self.host_link_bytes_per_s \
                 + self.ssd_read_latency_s
         return latency
+
+    def serve_latency_array(self, dram_bytes: np.ndarray, ssd_bytes: np.ndarray, rec_flops: np.ndarray) -> np.ndarray:
+        """:meth:`serve_latency_s` of many requests, element for element the same numbers."""
+        lat = np.asarray(dram_bytes) / self.host_link_bytes_per_s + np.asarray(rec_flops) / self.compute_rate
+        ssd_bytes = np.asarray(ssd_bytes)
+        on = ssd_bytes != 0
+        b = ssd_bytes[on]
+        lat[on] += b / self.ssd_read_bytes_per_s + b / self.host_link_bytes_per_s + self.ssd_read_latency_s
+        return lat
 
     # ---- wear
     @property

@@ -554,68 +554,64 @@ class CompiledNode:
         idx = np.asarray(idx, dtype=np.int64)
         counted = trace.counted[idx] if counted is None else np.asarray(counted, dtype=bool)
         R = self.replay_raw(trace.offsets, idx, counted)
-        lat, ttft, hits = self._price(R, trace.input_tokens[idx].tolist(), trace.arrival_s[idx].tolist(),
-                                      counted.tolist())
+        lat, ttft, hits = self._price(R, trace.input_tokens[idx], trace.arrival_s[idx], counted)
         snap = np.concatenate([R[:, J.R_USED0:J.R_USED2 + 1], R[:, J.R_LEFT0:J.R_LEFT2 + 1],
                                R[:, [J.R_LEFTN2, J.R_ADM, J.R_ADM_HIT]], hits], axis=1)
         return R[:, J.R_H].copy(), R[:, J.R_M].copy(), R[:, J.R_WR].copy(), snap, lat, ttft
 
-    def _price(self, R: np.ndarray, inp: list, arr: list, cnt: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _price(self, R: np.ndarray, inp: np.ndarray, arr: np.ndarray, cnt: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Recompute, latency and TTFT of each request, and its share of the statistics, in
-        request order with the node's cost model (the reference's own arithmetic). Returns each
-        request's latency and TTFT (s) and the node's hits per tier (FA + STATE) after it."""
+        request order with the node's cost model (the reference's own arithmetic, element by
+        element: ``CostModel.request_recompute`` and ``serve_latency_s`` on arrays; the queue and
+        the float sums in request order). Returns each request's latency and TTFT (s) and the
+        node's hits per tier (FA + STATE) after it."""
         J = self.J
         cost = self.cost
-        ct = self.ct
         s = self.stats
         hits = s.hits
+        n = len(R)
+        inp = np.asarray(inp, dtype=np.int64)
+        cnt = np.asarray(cnt, dtype=bool)
+        h, m = R[:, J.R_H], R[:, J.R_M]
+        rec_flops, rec_tokens = cost.request_recompute_array(h * np.int64(self.ct), inp)
+        lat = cost.serve_latency_array(R[:, J.R_DRAM_B], R[:, J.R_SSD_B], rec_flops)
+        # the node's prefill queue, request by request
+        ttft = np.empty(n, dtype=np.float64)
         busy = self.busy_until
-        rec_memo: dict = {}
-        cols = R.tolist()
-        n = len(cols)
-        lat = np.zeros(n, dtype=np.float64)
-        ttft = np.zeros(n, dtype=np.float64)
-        cum = np.zeros((n, 3), dtype=np.int64)
-        tier_hits = tuple(hits[f"hits_{t}_fa"] + hits[f"hits_{t}_state"] for t in _TIER_KEYS)
-        for j, row in enumerate(cols):
-            h, m, n_hbm, n_dram, n_ssd = row[J.R_H], row[J.R_M], row[J.R_N_HBM], row[J.R_N_DRAM], row[J.R_N_SSD]
-            L = inp[j]
-            key = (h, L)
-            rec = rec_memo.get(key)
-            if rec is None:
-                rec = rec_memo[key] = cost.request_recompute(h * ct, L)
-            rec_flops, rec_tokens = rec
-            latency = cost.serve_latency_s(row[J.R_DRAM_B], row[J.R_SSD_B], rec_flops)
-            now = arr[j]
-            start = now if now > busy else busy
-            busy = start + latency
-            lat[j] = latency
-            ttft[j] = (start - now) + latency
-            if not cnt[j]:
-                cum[j] = tier_hits
-                continue
-            s.requests += 1
-            s.chunks_requested += m
-            s.chunk_misses += m - h
-            s.prompt_tokens += L
-            s.recomputed_tokens += rec_tokens
-            if rec_tokens:
-                s.recompute_gpu_seconds += cost.gpu_seconds(rec_flops)
-            hits["hits_hbm_fa"] += n_hbm
-            hits["hits_dram_fa"] += n_dram
-            hits["hits_ssd_fa"] += n_ssd
-            qt = row[J.R_Q_TIER]
-            if qt != NO_TIER:
-                hits[f"hits_{_TIER_KEYS[qt]}_state"] += 1
-            tier_hits = (tier_hits[0] + n_hbm + (qt == HBM), tier_hits[1] + n_dram + (qt == DRAM),
-                         tier_hits[2] + n_ssd + (qt == SSD))
-            cum[j] = tier_hits
-            s.insert_skipped_bytes += row[J.R_SKIPPED]
-            s.first_arrival_s = min(s.first_arrival_s, now)
-            s.last_arrival_s = max(s.last_arrival_s, now)
-            s.load_latency.append(latency)
-            s.ttft.append((start - now) + latency)
+        for j, (now, latency) in enumerate(zip(arr.tolist(), lat.tolist())):
+            st = now if now > busy else busy
+            busy = st + latency
+            ttft[j] = (st - now) + latency
         self.busy_until = busy
+        # hits per tier after each request (counted requests add theirs)
+        qt = R[:, J.R_Q_TIER]
+        inc = np.stack([R[:, J.R_N_HBM] + (qt == HBM), R[:, J.R_N_DRAM] + (qt == DRAM),
+                        R[:, J.R_N_SSD] + (qt == SSD)], axis=1) * cnt[:, None]
+        tier_hits = np.array([hits[f"hits_{t}_fa"] + hits[f"hits_{t}_state"] for t in _TIER_KEYS], dtype=np.int64)
+        cum = tier_hits + np.cumsum(inc, axis=0, dtype=np.int64)
+        if cnt.any():
+            c = cnt
+            s.requests += int(c.sum())
+            s.chunks_requested += int(m[c].sum())
+            s.chunk_misses += int((m - h)[c].sum())
+            s.prompt_tokens += int(inp[c].sum())
+            s.recomputed_tokens += int(rec_tokens[c].sum())
+            g = s.recompute_gpu_seconds
+            for x in cost.gpu_seconds(rec_flops[c & (rec_tokens != 0)]).tolist():
+                g += x                                       # in request order
+            s.recompute_gpu_seconds = g
+            hits["hits_hbm_fa"] += int(R[c, J.R_N_HBM].sum())
+            hits["hits_dram_fa"] += int(R[c, J.R_N_DRAM].sum())
+            hits["hits_ssd_fa"] += int(R[c, J.R_N_SSD].sum())
+            for t, key in zip((HBM, DRAM, SSD), _TIER_KEYS):
+                hits[f"hits_{key}_state"] += int((qt[c] == t).sum())
+            s.insert_skipped_bytes += int(R[c, J.R_SKIPPED].sum())
+            ac = arr[c]
+            s.first_arrival_s = min(s.first_arrival_s, float(ac.min()))
+            s.last_arrival_s = max(s.last_arrival_s, float(ac.max()))
+            s.load_latency.extend(lat[c].tolist())
+            s.ttft.extend(ttft[c].tolist())
         return lat, ttft, cum
 
     def finish(self) -> NodeStats:
