@@ -45,8 +45,10 @@ class NodeStats:
     hits: dict = field(default_factory=lambda: {f"hits_{t}_{k}": 0 for t in TIERS for k in KINDS})
     first_arrival_s: float = math.inf
     last_arrival_s: float = -math.inf
-    load_latency: list = field(default_factory=list)   # per counted request, seconds
-    ttft: list = field(default_factory=list)
+    # per counted request, seconds, in request order: appended to while a node replays, a float64
+    # array once it has finished
+    load_latency: list | np.ndarray = field(default_factory=list)
+    ttft: list | np.ndarray = field(default_factory=list)
     policy: dict = field(default_factory=dict)         # policy.<name>.<key> counters
 
     def set_ftl(self, c: dict) -> None:
@@ -60,6 +62,7 @@ class NodeStats:
 def merge(stats: list["NodeStats"]) -> "NodeStats":
     """Exact merge in node-index order."""
     out = NodeStats()
+    lat, ttft = [], []
     for s in stats:
         for name in ("requests", "chunks_requested", "chunk_misses", "prompt_tokens", "recomputed_tokens",
                      "recompute_gpu_seconds", "ssd_bytes_written_fa", "ssd_bytes_written_state",
@@ -70,10 +73,12 @@ def merge(stats: list["NodeStats"]) -> "NodeStats":
             out.hits[k] += v
         out.first_arrival_s = min(out.first_arrival_s, s.first_arrival_s)
         out.last_arrival_s = max(out.last_arrival_s, s.last_arrival_s)
-        out.load_latency.extend(s.load_latency)
-        out.ttft.extend(s.ttft)
+        lat.append(np.asarray(s.load_latency, dtype=np.float64))
+        ttft.append(np.asarray(s.ttft, dtype=np.float64))
         for k, v in s.policy.items():
             out.policy[k] = out.policy.get(k, 0) + v
+    out.load_latency = np.concatenate(lat) if lat else np.zeros(0)
+    out.ttft = np.concatenate(ttft) if ttft else np.zeros(0)
     return out
 
 

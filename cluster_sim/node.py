@@ -485,6 +485,9 @@ class NodeSim:
             self.stats.set_ftl(self.ftl.counters())
         pname = self.policy.name
         self.stats.policy = {f"policy.{pname}.{k}": v for k, v in self.policy.counters().items()}
+        # float64 arrays, as the compiled engine gives them (not lists of Python floats)
+        self.stats.load_latency = np.asarray(self.stats.load_latency, dtype=np.float64)
+        self.stats.ttft = np.asarray(self.stats.ttft, dtype=np.float64)
         return self.stats
 
 

@@ -78,7 +78,8 @@ def assert_same(a, b):
     for k in SCALAR:
         assert getattr(sa, k) == getattr(sb, k), k
     assert sa.hits == sb.hits
-    assert sa.load_latency == sb.load_latency and sa.ttft == sb.ttft
+    assert np.asarray(sa.load_latency).tolist() == np.asarray(sb.load_latency).tolist()
+    assert np.asarray(sa.ttft).tolist() == np.asarray(sb.ttft).tolist()
     assert sa.policy == sb.policy
     assert np.array_equal(ra.node.st.res, rb.node.residency())
 

@@ -319,6 +319,8 @@ class CompiledNode:
         del self._seg_init
         self.stats = NodeStats()
         self.busy_until = 0.0
+        self._lat_parts: list = []       # counted requests' latency and TTFT, one array per call
+        self._ttft_parts: list = []
 
     _out_room = None        # tests: the outcome log's room per request (None: a tier's worth)
     # the policy's segments of PX, in order, and their offsets in M
@@ -611,8 +613,8 @@ class CompiledNode:
             ac = arr[c]
             s.first_arrival_s = min(s.first_arrival_s, float(ac.min()))
             s.last_arrival_s = max(s.last_arrival_s, float(ac.max()))
-            s.load_latency.extend(lat[c].tolist())
-            s.ttft.extend(ttft[c].tolist())
+            self._lat_parts.append(lat[c])
+            self._ttft_parts.append(ttft[c])
         return lat, ttft, cum
 
     def finish(self) -> NodeStats:
@@ -629,6 +631,10 @@ class CompiledNode:
         s.ssd_admissions_hit_fa = K[J.K_ADM_HIT_FA]
         s.ssd_admissions_hit_state = K[J.K_ADM_HIT_STATE]
         s.policy = {f"policy.{self.policy_name}.{k}": v for k, v in self.counters().items()}
+        # float64 arrays, not lists of Python floats (32 B a float each, twice: 0.6 GB at 10 M requests)
+        s.load_latency = np.concatenate([np.asarray(s.load_latency, dtype=np.float64), *self._lat_parts])
+        s.ttft = np.concatenate([np.asarray(s.ttft, dtype=np.float64), *self._ttft_parts])
+        self._lat_parts, self._ttft_parts = [], []
         return s
 
     def counters(self) -> dict:
