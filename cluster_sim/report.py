@@ -1170,6 +1170,10 @@ def fig_capacity(st, tinfo, path):
     return _save(fig, path)
 
 
+#: the policies of the model study's table and figure, in column order ("—" where a trace lacks one)
+MODEL_POLS = ("lru", "lruk2", "hp2", "gd", "g1", "gp1")
+
+
 def fig_models(st, tinfo, path):
     plt = _plt_study()
     import numpy as np
@@ -1180,7 +1184,7 @@ def fig_models(st, tinfo, path):
     for row, t in zip(axes, ts):
         pts = select(st, trace=t, exp="models")
         models = [m for m in st.models if any(p.model == m for p in pts)]
-        pols = [q for q in ("lru", "lruk2", "hp2", "g1", "gp1") if any(p.pol == q for p in pts)]
+        pols = [q for q in MODEL_POLS if any(p.pol == q for p in pts)]
         wbar = 0.8 / max(len(pols), 1)
         lifes = []
         for j, pol in enumerate(pols):
@@ -1573,8 +1577,8 @@ def md_capacity(st, A):
 
 
 def md_models(st, A):
-    out = ["| trace | model | W (GB) | " + " | ".join(st.label(q) for q in ("lru", "lruk2", "hp2", "g1", "gp1")) + " |",
-           "|---|---|---|" + "---|" * 5]
+    out = ["| trace | model | W (GB) | " + " | ".join(st.label(q) for q in MODEL_POLS) + " |",
+           "|---|---|---|" + "---|" * len(MODEL_POLS)]
     for t in A["traces"]:
         for m in st.models:
             ps = {p.pol: p.result["fleet"] for p in select(st, trace=t, exp="models") if p.model == m}
@@ -1582,7 +1586,7 @@ def md_models(st, A):
                 continue
             w = A["working_sets_bytes"].get(f"{t}|{m}", 0) / GB
             cells = [f"{ps[q]['chunk_miss_ratio']:.3f} / {_f(ps[q]['ssd_lifetime_years'])} y" if q in ps else "—"
-                     for q in ("lru", "lruk2", "hp2", "g1", "gp1")]
+                     for q in MODEL_POLS]
             out.append(f"| {t} | {m} | {w:,.0f} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n\nCells: chunk miss ratio / SSD lifetime; DRAM 1% W : SSD 10% W of each model."
 
