@@ -9,6 +9,7 @@ counters, by :func:`derive`.
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +51,22 @@ class NodeStats:
     load_latency: list | np.ndarray = field(default_factory=list)
     ttft: list | np.ndarray = field(default_factory=list)
     policy: dict = field(default_factory=dict)         # policy.<name>.<key> counters
+
+    def __eq__(self, other) -> bool:
+        """Field by field, exactly; the per-request samples (a list while replaying, an array once
+        finished) compare element by element, so a list and an array of the same floats are equal."""
+        if not isinstance(other, NodeStats):
+            return NotImplemented
+        for f in dataclasses.fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if f.name in ("load_latency", "ttft"):
+                if not np.array_equal(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    __hash__ = None
 
     def set_ftl(self, c: dict) -> None:
         """Take a :class:`~cluster_sim.ftl.GreedyFTL`'s counted figures (kind 0 = FA, 1 = STATE)."""

@@ -248,6 +248,8 @@ def _replay(w, policy, params):
                      dram_bytes=caps[1] * unit, ssd_bytes=caps[2] * unit)
     recs = [node.process(tr.path(i), int(tr.input_tokens[i]), float(tr.arrival_s[i])) for i in range(tr.n_requests)]
     stats = dataclasses.asdict(node.finish())
+    for k in ("load_latency", "ttft"):        # float64 arrays once finished: compare as exact lists
+        stats[k] = np.asarray(stats[k]).tolist()
     stats.pop("policy")
     return recs, stats, node.st.res.copy()
 

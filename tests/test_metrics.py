@@ -79,3 +79,18 @@ def test_units(text, value):
 def test_bad_units_name_the_key(bad):
     with pytest.raises(ConfigError, match="hardware.dram_bytes"):
         parse_bytes(bad, "hardware.dram_bytes")
+
+
+def test_node_stats_compare_their_samples_element_by_element():
+    # a finished node holds its per-request samples as float64 arrays (decision 118), a replaying
+    # one as lists: equality is exact and element by element either way, never an ambiguous array
+    from cluster_sim.metrics import NodeStats
+
+    a, b = NodeStats(requests=2), NodeStats(requests=2)
+    a.load_latency, a.ttft = np.array([0.5, 1.25]), np.array([0.5, 2.0])
+    b.load_latency, b.ttft = [0.5, 1.25], [0.5, 2.0]
+    assert a == b
+    b.ttft = [0.5, 2.0 + 1e-15]
+    assert a != b
+    b.ttft, b.requests = [0.5, 2.0], 3
+    assert a != b

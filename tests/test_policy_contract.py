@@ -185,6 +185,8 @@ def replay(tr, node, probe: bool):
                     assert same(before, snapshot(s))
         recs.append(node.process(tr.path(i), int(tr.input_tokens[i]), float(tr.arrival_s[i])))
     stats = dataclasses.asdict(node.finish())
+    for k in ("load_latency", "ttft"):        # float64 arrays once finished: compare as exact lists
+        stats[k] = np.asarray(stats[k]).tolist()
     stats.pop("policy")            # diagnostic counters may count calls; behaviour is what must not change
     return recs, stats, s.res.copy()
 
