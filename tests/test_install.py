@@ -31,7 +31,7 @@ def _env(venv: Path) -> dict:
     return env
 
 
-def _run(cmd, cwd, env, timeout=300):
+def _run(cmd, cwd, env, timeout=900):   # a guard against hangs: a fresh install compiles the engine (~150-250 s)
     p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, f"{' '.join(map(str, cmd))} -> {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
     return p

@@ -131,7 +131,7 @@ def head():
         assert not left, f"the head's processes outlived SIGTERM: {left}"
 
 
-def cli(*args, cwd, env, timeout=300):
+def cli(*args, cwd, env, timeout=900):   # a guard against hangs: shipped workers compile the engine (~150-250 s)
     return subprocess.run([sys.executable, "-m", "cluster_sim.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -201,7 +201,7 @@ print(json.dumps(ray.get(where.remote())))
 def test_the_workers_import_the_package_the_driver_shipped(head, tmp_path):
     env = head.env(tmp_path, RAY_AUTH_TOKEN=head.token)
     p = subprocess.run([sys.executable, "-c", SHIPPED, head.address], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=300)
+                       text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     path, conf, has_config = json.loads(p.stdout.strip().splitlines()[-1])
     # not this checkout, not the shared installation: the copy Ray unpacked from the upload
