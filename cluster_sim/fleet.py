@@ -211,9 +211,8 @@ class NodeRunner:
             cols = list(zip(*self.series))
             self.series = []
             joined = []
-            for i in range(len(cols)):
-                joined.append(np.concatenate(cols[i]))
-                cols[i] = None
+            while cols:
+                joined.append(np.concatenate(cols.pop(0)))
             idx, hs, ms, wr, snap, lat, ttft = joined
         else:
             idx = hs = ms = wr = np.zeros(0, dtype=np.int64)
@@ -298,10 +297,10 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
     fail = {}
     if fleet.inject_failure:
         fail = {int(fleet.inject_failure["node"]): int(fleet.inject_failure["epoch"])}
-    futures = None
+    futures = parts = None
     if not sync:
         assign = router.route_ahead()
-        futures = shares(assign, k)
+        futures = parts = shares(assign, k)
     if not policy_class(cfg.policy.name).needs_future:     # a class attribute: no policy is built here
         futures = None
     elif futures is None:
@@ -337,12 +336,11 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
                     done += d
                     if progress is not None:
                         progress(done, n)
-                for j, idx in enumerate(shares(assign, k)):
+                for j, idx in enumerate(parts):
                     if len(idx):
                         nodes.submit_span(j, idx, ep[idx], tick=tick, block=max(128, n // 1000))
             else:
-                calls = [(j, nodes.submit_span(j, idx, ep[idx])) for j, idx in enumerate(shares(assign, k))
-                         if len(idx)]
+                calls = [(j, nodes.submit_span(j, idx, ep[idx])) for j, idx in enumerate(parts) if len(idx)]
                 for j, handle in calls:
                     done += nodes.wait_span(j, handle)
                     if progress is not None:

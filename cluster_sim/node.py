@@ -496,14 +496,12 @@ def floor_pass(paths_offsets: np.ndarray, flat: np.ndarray, n_chunks: int, input
     """``miss_ratio_floor`` and ``recompute_gpu_seconds_floor``: the same stream in unbounded tiers
     with the same checkpoint mode (nothing is ever evicted or skipped)."""
     hs = unbounded_resume_prefix(paths_offsets, flat, n_chunks, model)
-    lens = np.diff(paths_offsets)[:len(input_tokens)]
+    lens = np.diff(paths_offsets)
     c = np.asarray(counted, dtype=bool)
     req = int(lens[c].sum())
-    miss = int((lens - hs[:len(lens)])[c].sum())
-    start = hs[:len(lens)] * int(chunk_tokens)
-    L = np.asarray(input_tokens, dtype=np.int64)
-    need = c & (start < L)
+    miss = int((lens - hs)[c].sum())
+    flops, tokens = cost.request_recompute_array(hs * int(chunk_tokens), input_tokens)
     gpu_s = 0.0
-    for x in cost.gpu_seconds(model.prefill_flops_array(start[need], L[need])).tolist():
+    for x in cost.gpu_seconds(flops[c & (tokens != 0)]).tolist():
         gpu_s += x          # in request order, as the request step adds them
     return (miss / req if req else 0.0), gpu_s

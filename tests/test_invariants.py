@@ -160,11 +160,12 @@ def test_compiled_ancestor_counts_equal_the_numpy_sum(b):
     st_._dec_ancestors(got, cs, sign)
     assert np.array_equal(got, want)
     assert not st_._mark.any()               # the scratch marks are clear again
-    kernel = cstate._DEC_KERNEL[:]
-    cstate._DEC_KERNEL[:] = [None]           # the numpy path gives the same
+    box = cstate._dec_anc_kernel.box
+    kernel = box[:]
+    box[:] = [None]                          # the numpy path gives the same
     try:
         again = np.zeros(tr.n_chunks, dtype=np.int32)
         st_._dec_ancestors(again, cs, sign)
     finally:
-        cstate._DEC_KERNEL[:] = kernel
+        box[:] = kernel
     assert np.array_equal(again, want)

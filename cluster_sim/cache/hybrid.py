@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._lazy import LazyKernel
+
 __all__ = ["checkpoint_positions", "unbounded_resume_prefix", "unbounded_resume_prefix_numpy"]
 
 
@@ -71,18 +73,8 @@ def _resume_prefix_loops(offsets, flat, n_chunks, has_state, mode):
     return hs
 
 
-_KERNEL = []
-
-
-def _resume_prefix_kernel():
-    """The compiled loops (numba, cached on disk), or None without numba."""
-    if not _KERNEL:
-        try:
-            from numba import njit
-            _KERNEL.append(njit(cache=True)(_resume_prefix_loops))
-        except ImportError:
-            _KERNEL.append(None)
-    return _KERNEL[0]
+#: the compiled loops (numba, cached on disk), or None without numba
+_resume_prefix_kernel = LazyKernel(_resume_prefix_loops, None)
 
 
 def unbounded_resume_prefix(offsets: np.ndarray, flat: np.ndarray, n_chunks: int, model) -> np.ndarray:

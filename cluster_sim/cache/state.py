@@ -25,6 +25,8 @@ import heapq
 
 import numpy as np
 
+from ._lazy import LazyKernel
+
 HBM, DRAM, SSD = 0, 1, 2
 NO_TIER = -1
 TIER_NAMES = ("hbm", "dram", "ssd")
@@ -593,18 +595,8 @@ def _leaf_events_py(want_leaf, bit, cs, gone, parent, res, dc, dany, memo_end, m
     return n
 
 
-_LEAF_KERNEL = []
-
-
-def _leaf_events_kernel():
-    """The compiled leaf-event kernel (numba), or the interpreted one without numba."""
-    if not _LEAF_KERNEL:
-        try:
-            from numba import njit
-            _LEAF_KERNEL.append(njit(cache=True)(_leaf_events_py))
-        except ImportError:
-            _LEAF_KERNEL.append(_leaf_events_py)
-    return _LEAF_KERNEL[0]
+#: the compiled leaf-event kernel (numba), or the interpreted one without numba
+_leaf_events_kernel = LazyKernel(_leaf_events_py, _leaf_events_py)
 
 
 def _dec_anc_py(arr, cs, sign, depth, anchor, flat, mark):
@@ -632,18 +624,8 @@ def _dec_anc_py(arr, cs, sign, depth, anchor, flat, mark):
                 mark[y] = 0
 
 
-_DEC_KERNEL = []
-
-
-def _dec_anc_kernel():
-    """The compiled ancestor-count kernel (numba), or None without numba (numpy is used then)."""
-    if not _DEC_KERNEL:
-        try:
-            from numba import njit
-            _DEC_KERNEL.append(njit(cache=True)(_dec_anc_py))
-        except ImportError:
-            _DEC_KERNEL.append(None)
-    return _DEC_KERNEL[0]
+#: the compiled ancestor-count kernel (numba), or None without numba (numpy is used then)
+_dec_anc_kernel = LazyKernel(_dec_anc_py, None)
 
 
 def _strict_suffix_count(mask: np.ndarray) -> np.ndarray:
