@@ -174,7 +174,73 @@ def prepare(cfg: SimConfig):
     return _prepare(cfg)[:3]
 
 
+#: the last trace prepared in this process: (key, (trace, path, sha256, rechained)); see _prepare_key
+_PREPARED: list = []
+
+
+def _fingerprints(v, out: list) -> None:
+    """(path, size, mtime) of every string in ``v`` (a reader option, nested) naming an existing file."""
+    if isinstance(v, Mapping):
+        for k in sorted(v, key=str):
+            _fingerprints(v[k], out)
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _fingerprints(x, out)
+    elif isinstance(v, str) and v:
+        try:
+            from .trace.files import resolve_path
+            st = resolve_path(v, "").resolve().stat()
+        except (ConfigError, OSError, ValueError):
+            return
+        out.append([v, st.st_size, st.st_mtime_ns])
+
+
+def _prepare_key(cfg: SimConfig, stream: bool) -> str | None:
+    """What a prepared trace depends on: the workload settings (but the wear scale), the seed, the
+    chunk size, the source's resolved path and sha256, and the size and mtime of any other file a reader option names
+    (Azure arrivals). None when it cannot be told (the source is missing: the reader says so)."""
+    from dataclasses import asdict
+
+    wl = {k: v for k, v in asdict(cfg.workload).items() if k != "replays_per_day_scale"}
+    extra: list = []
+    _fingerprints(wl.get("options") or {}, extra)
+    src = None
+    if cfg.workload.format != "synthetic":
+        from .trace.files import resolve_trace_path, source_sha256
+        try:
+            rp = resolve_trace_path(cfg.workload.path)
+            src = [str(rp.resolve()), source_sha256(rp)]
+        except (ConfigError, OSError):
+            return None
+    try:
+        return json.dumps([wl, cfg.seed, cfg.chunk_tokens, bool(stream), src, extra], sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return None
+
+
 def _prepare(cfg: SimConfig, *, stream: bool = True):
+    """:func:`_prepare_uncached`, reusing the trace the last call in this process prepared when
+    nothing it depends on changed (:func:`_prepare_key`). A sweep's points in one Ray worker, or
+    a notebook's runs, load, place, chain and chunk a trace once (whole WEKA: about 20 s each
+    time). One trace is kept; the simulation never writes into it (docs/decisions.md 119)."""
+    key = _prepare_key(cfg, stream)
+    if key is not None and _PREPARED and _PREPARED[0][0] == key:
+        got = _PREPARED[0][1]
+    else:
+        _PREPARED.clear()          # the old trace goes before the new one is built (peak memory)
+        got = _prepare_uncached(cfg, stream=stream)
+        if key is not None:
+            _PREPARED.append((key, got))
+    _check_against_trace(cfg, got[0])      # reads settings the key leaves out (fleet.epoch_s)
+    return got
+
+
+def clear_prepared() -> None:
+    """Forget the trace kept by :func:`_prepare` (frees its memory)."""
+    _PREPARED.clear()
+
+
+def _prepare_uncached(cfg: SimConfig, *, stream: bool = True):
     """:func:`prepare` and whether the block hashes were chained (``workload.rechain``).
 
     A synthetic workload is chunked as it is written out, without its block-hash column
@@ -192,14 +258,12 @@ def _prepare(cfg: SimConfig, *, stream: bool = True):
         got = prepare_synthetic(cfg.workload, cfg.seed, cfg.chunk_tokens)
         if got is not None:
             trace, sha = got
-            _check_against_trace(cfg, trace)
             return trace, "synthetic", sha, False
     table = load_workload(cfg.workload, cfg.seed)
     rechained = was_rechained(table)
     ct = resolve_chunk_tokens(cfg.chunk_tokens, block_tokens(table))
     a0 = float(table.column("arrival_s")[0].as_py())
     trace = chunk_trace(table, ct, warmup_s=a0 + cfg.workload.warmup_s, source_path=cfg.workload.path or "")
-    _check_against_trace(cfg, trace)
     if cfg.workload.format == "synthetic":
         tpath = "synthetic"
         sha = _table_sha(table)

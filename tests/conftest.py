@@ -32,6 +32,16 @@ def mooncake_table():
     return read_mooncake(MOONCAKE)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_prepared_trace():
+    """Each test prepares its own traces: the process keeps the last one (api._prepare), and a
+    test must not pass or fail by what an earlier test left there."""
+    from cluster_sim import api
+    api.clear_prepared()
+    yield
+    api.clear_prepared()
+
+
 @pytest.fixture
 def closed_port() -> int:
     """A loopback TCP port nothing listens on (bound once, then released)."""
