@@ -13,6 +13,8 @@ seed, so every backend and packing gives bit-identical results.
 """
 from __future__ import annotations
 
+import dataclasses
+import sys
 import time
 
 import numpy as np
@@ -287,6 +289,12 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
     node_hw = [cfg.hardware_for_node(i) for i in range(k)]
     sync = fleet.sync == "kv_events" and k > 1
     engine = run_engine(cfg, sync)
+    if engine == "numba" and cfg.engine == "auto":
+        note = engines.interpreted_first_run(trace.chunk_refs)
+        if note:                           # a small first run does not wait for the compiler
+            print(note, file=sys.stderr, flush=True)
+            engine = "python"
+            cfg = dataclasses.replace(cfg, engine="python")     # every node, in this process or on Ray
     if engine == "numba":
         engines.ensure_compiled()          # once per install (numba's cache), before the clock starts
     t0 = time.perf_counter()

@@ -15,6 +15,10 @@ if "CLUSTER_SIM_CACHE" not in os.environ:
     import tempfile
     os.environ["CLUSTER_SIM_CACHE"] = tempfile.mkdtemp(prefix="cluster_sim_test_cache_")
 
+# cache.engine=auto takes numba for every run under test, whether or not an earlier test has
+# built the kernels (a small first run would otherwise run interpreted: decision 120)
+os.environ.setdefault("CLUSTER_SIM_SMALL_RUN_REFS", "0")
+
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=30, deadline=None)

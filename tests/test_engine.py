@@ -204,3 +204,35 @@ def test_whole_mooncake_run_is_identical_on_both_engines():
     assert {k: v for k, v in a.fleet.items() if not k.startswith("sim_")} == \
         {k: v for k, v in b.fleet.items() if not k.startswith("sim_")}
     assert a.epoch_table.equals(b.epoch_table)
+
+
+def test_a_small_first_run_runs_interpreted_until_the_kernels_are_built(monkeypatch, capsys):
+    """Decision 120: under auto, a run of at most $CLUSTER_SIM_SMALL_RUN_REFS chunk references does
+    not wait for the compiler while nothing is built; it says so, and its results are the compiled
+    engine's. A larger run, or cache.engine=numba, takes the compiled engine."""
+    over = ["tracking.enabled=false", "report.figures=false", "output.requests=true"]
+    b = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=numba"]), write=False)
+    refs = b.run["counted_chunk_refs"]
+    monkeypatch.setattr(engines, "_cached", lambda: False)
+    monkeypatch.setattr(engines, "_READY", False)
+    monkeypatch.setenv(engines.SMALL_RUN_ENV, str(10 * refs))
+    capsys.readouterr()
+    a = cluster_sim.run(cluster_sim.compose(over), write=False)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert a.run["engine"] == "python"
+    assert len(err) == 1 and "runs interpreted, with the same results" in err[0]
+    assert_runs_identical(a, b)
+    fleet = cluster_sim.run(cluster_sim.compose(over + ["fleet=four"]), write=False)
+    assert fleet.run["engine"] == "python"              # every node of a fleet alike
+    monkeypatch.setenv(engines.SMALL_RUN_ENV, "10")       # larger than the limit: compiled
+    assert cluster_sim.run(cluster_sim.compose(over), write=False).run["engine"] == "numba"
+    monkeypatch.setattr(engines, "_READY", False)
+    monkeypatch.setenv(engines.SMALL_RUN_ENV, "0")        # 0: never interpreted for speed
+    assert cluster_sim.run(cluster_sim.compose(over), write=False).run["engine"] == "numba"
+
+
+@pytest.mark.parametrize("bad", ["many", "-3", "1.5"])
+def test_a_bad_small_run_limit_is_one_line_naming_the_variable(monkeypatch, bad):
+    monkeypatch.setenv(engines.SMALL_RUN_ENV, bad)
+    with pytest.raises(ConfigError, match="CLUSTER_SIM_SMALL_RUN_REFS.*non-negative whole number"):
+        engines.small_run_limit()

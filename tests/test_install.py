@@ -24,7 +24,9 @@ pytestmark = pytest.mark.slow
 
 
 def _env(venv: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    # a new user's environment: no CLUSTER_SIM_SMALL_RUN_REFS (conftest sets it for in-process tests)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "CLUSTER_SIM_SMALL_RUN_REFS")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
     env["CI"] = "true"
@@ -63,9 +65,13 @@ def test_wheel_installs_and_runs_from_any_folder(tmp_path):
     # the default job, from an empty folder (the MLflow store lands there too)
     empty = tmp_path / "empty"
     empty.mkdir()
-    out = _run([venv / "bin" / "cluster-sim"], empty, env).stdout
+    p = _run([venv / "bin" / "cluster-sim"], empty, env)
+    out = p.stdout
     assert "chunk miss ratio" in out and "MLflow run:" in out
     base = _summary(empty)
+    # a fresh install's first run of the small default does not wait for the compiler (decision 120)
+    assert base["run"]["engine"] == "python", base["run"]["engine"]
+    assert "runs interpreted, with the same results" in p.stderr
     assert base["config"]["hardware"]["ssd_bytes"] == "500GB"
     assert Path(base["config"]["workload"]["path"]).name == "default.parquet"
     assert (empty / "mlflow_runs" / "mlflow.db").is_file()

@@ -57,7 +57,7 @@ from ..errors import ConfigError
 from ..metrics import NodeStats
 
 __all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports", "numba_available",
-           "ensure_compiled", "compile_notice"]
+           "ensure_compiled", "compile_notice", "interpreted_first_run", "small_run_limit"]
 
 ENGINES = ("auto", "numba", "python")
 SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective", "lru_k", "hot_prefix")
@@ -147,6 +147,40 @@ def compile_notice() -> str | None:
 
 
 _READY = False
+
+#: environment variable: the most chunk references a run may have to run interpreted under
+#: ``cache.engine=auto`` while the kernels are not built (0: never; decision 120)
+SMALL_RUN_ENV = "CLUSTER_SIM_SMALL_RUN_REFS"
+SMALL_RUN_REFS = 500_000
+
+
+def small_run_limit() -> int:
+    """:data:`SMALL_RUN_REFS`, or the integer in ``$CLUSTER_SIM_SMALL_RUN_REFS``."""
+    import os
+
+    raw = os.environ.get(SMALL_RUN_ENV)
+    if raw is None or not raw.strip():
+        return SMALL_RUN_REFS
+    try:
+        v = int(raw.strip().replace("_", ""))
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise ConfigError(SMALL_RUN_ENV, f"must be a non-negative whole number of chunk references, got {raw!r}")
+    return v
+
+
+def interpreted_first_run(chunk_refs: int) -> str | None:
+    """Under ``cache.engine=auto``, before the kernels are built: the one-line notice to print
+    when a run of ``chunk_refs`` chunk references is small enough to run interpreted (the same
+    results, in a fraction of the compile time), else None. A larger run, or
+    ``cache.engine=numba``, builds the kernels (decision 120)."""
+    limit = small_run_limit()
+    if _READY or chunk_refs > limit or _cached():
+        return None
+    return (f"cluster_sim: the compiled engine is not built yet (numba, about {EXPECTED_COMPILE_S} s, once per "
+            f"install), so this small run ({chunk_refs:,} chunk references) runs interpreted, with the same "
+            f"results; a run of more than {limit:,} references, or cache.engine=numba, builds it")
 
 
 def ensure_compiled(stream=None) -> float:
