@@ -152,9 +152,25 @@ class NodeRunner:
         if self.engine == "numba" and self.fail_at_epoch is None:
             b = n if block is None else max(1, int(block))
             cuts = list(range(0, n, b)) + [n]
-        else:
-            cut = np.flatnonzero(np.diff(epochs)) + 1
-            cuts = [0, *cut.tolist(), n] if n else [0]
+            # the span's rows go straight into arrays sized for the whole span: no blocks to join
+            # at the end (freed blocks stay in the allocator's heap, so a join peaked at twice the
+            # rows: decision 121)
+            out = None
+            for a, b in zip(cuts, cuts[1:]):
+                self.run(idx[a:b], int(epochs[a]))
+                blk = self.series.pop()
+                if out is None:
+                    out = tuple(np.empty((n,) + x.shape[1:], dtype=x.dtype) for x in blk)
+                for o, x in zip(out, blk):
+                    o[a:b] = x
+                del blk
+                if tick is not None:
+                    tick(b - a)
+            if out is not None:
+                self.series.append(out)
+            return n
+        cut = np.flatnonzero(np.diff(epochs)) + 1
+        cuts = [0, *cut.tolist(), n] if n else [0]
         for a, b in zip(cuts, cuts[1:]):
             self.run(idx[a:b], int(epochs[a]))
             if tick is not None:
@@ -214,7 +230,9 @@ class NodeRunner:
             self.series = []
             joined = []
             while cols:
-                joined.append(np.concatenate(cols.pop(0)))
+                blocks = cols.pop(0)
+                joined.append(blocks[0] if len(blocks) == 1 else np.concatenate(blocks))   # one block: as is
+                del blocks
             idx, hs, ms, wr, snap, lat, ttft = joined
         else:
             idx = hs = ms = wr = np.zeros(0, dtype=np.int64)

@@ -31,7 +31,8 @@ def test_nodes_share_the_trace_chunk_table_without_copies():
             assert mine.dtype == theirs.dtype, name
             assert np.shares_memory(mine, theirs), f"node holds a copy of trace.{name}"
             assert not mine.flags.writeable, name
-    assert nodes[0].state_bytes()["chunk_table"] == sum(getattr(trace, k).nbytes for k in ("parent", "depth", "anchor"))
+    assert nodes[0].state_bytes()["chunk_table"] == sum(getattr(trace, k).nbytes for k in ("parent", "depth", "anchor")) \
+        + nodes[0].S.sb.nbytes                        # STATE bytes by depth (decision 121)
 
 
 def test_a_read_only_trace_replays_like_a_writable_one():
@@ -49,3 +50,18 @@ def test_a_read_only_trace_replays_like_a_writable_one():
     assert np.array_equal(ra, rb)
     assert np.array_equal(a.residency(), b.residency())
     assert ra[:, 0].sum() > 0                      # something was hit: the comparison means something
+
+
+def test_a_node_holds_52_bytes_per_chunk_and_state_sizes_by_depth():
+    """Decision 121: pins are int32 and a STATE's bytes are looked up by the chunk's depth, so a
+    node's per-chunk state is res, stamp, pin, flags per payload (2 x 14 B) and dcnt x 3, dany,
+    cred, cred_any per chunk (24 B)."""
+    trace, cfg = _trace_and_cfg()
+    assert cfg.model.has_state
+    node = NodeRunner(trace, cfg, 0).node
+    b = node.state_bytes()
+    assert b["per_chunk_arrays"] == 52 * trace.n_chunks
+    assert node.S.pin.dtype == np.int32
+    assert len(node.S.sb) == int(trace.depth.max()) + 1
+    want = cfg.model.state_bytes_array(trace.depth.astype(np.int64) * trace.chunk_tokens)
+    assert np.array_equal(node.S.sb[trace.depth], want)

@@ -291,11 +291,17 @@ class CompiledNode:
         self.n_chunks = U
         has_state = bool(model.has_state)
         fab = int(model.fa_bytes(self.ct))
+        # STATE bytes by chunk depth (a state's size depends on its position only): one entry per
+        # depth, not per chunk (decision 121)
+        maxd = int(np.max(chunk_depth)) if U else 0
         if has_state:
-            sb = np.asarray(model.state_bytes_array(np.asarray(chunk_depth, dtype=np.int64) * self.ct),
-                            dtype=np.int64)
+            sb = np.asarray(model.state_bytes_array(np.arange(maxd + 1, dtype=np.int64) * self.ct), dtype=np.int64)
+            seen = np.zeros(maxd + 1, dtype=bool)
+            seen[chunk_depth] = True
+            sb_seen = sb[seen]
         else:
             sb = np.zeros(1, dtype=np.int64)      # never read: no STATE payload exists
+            sb_seen = sb
         caps = (int(hardware.hbm_cache_bytes), int(hardware.dram_bytes), int(hardware.ssd_bytes))
         self.caps = caps
         self.entry = next((t for t in (HBM, DRAM, SSD) if caps[t] > 0), NO_TIER)
@@ -330,16 +336,16 @@ class CompiledNode:
         # half full is compacted, and the kernel asks for twice the room (returning early) when it
         # stays over a quarter; the touch log likewise. A heap full inside a request is an
         # internal error (RuntimeError), never a silent change.
-        sizes = [fab] + ([int(sb.min()), int(sb.max())] if has_state and U else [])
+        sizes = [fab] + ([int(sb_seen.min()), int(sb_seen.max())] if has_state and U else [])
         lo, hi = max(min(sizes), 1), max(sizes)
-        max_m = int(np.max(chunk_depth)) if U else 0
+        max_m = maxd
         bound = [min(2 * U + 1, (c + (2 * max_m + 2) * hi) // lo + 64) if c > 0 else 4 for c in caps]
         hcap = np.array([min(b, max(int(heap_capacity), 4 * max_m + 64)) if c > 0 else 4 for b, c in zip(bound, caps)],
                         dtype=np.int64)
         self.S = J.EngineState(
             M=M, K=np.zeros(J.N_COUNTERS, dtype=np.int64),
             res=np.zeros(2 * U, dtype=np.uint8), stamp=np.full(2 * U, -1, dtype=np.int64),
-            pin=np.full(2 * U, -1, dtype=np.int64), flags=np.zeros(2 * U, dtype=np.uint8),
+            pin=np.full(2 * U, -1, dtype=np.int32), flags=np.zeros(2 * U, dtype=np.uint8),
             dcnt=np.zeros((3, U), dtype=np.int32), dany=np.zeros(U, dtype=np.int32),
             cred=np.zeros(U, dtype=np.int32), cred_any=np.zeros(U, dtype=np.int32), sb=sb,
             parent=_ids(chunk_parent), depth=_ids(chunk_depth), anchor=_ids(chunk_anchor), flat=_ids(flat),
@@ -573,6 +579,9 @@ class CompiledNode:
             if int(self.S.M[J.M_CLOCK]) + touches >= 2**31 - 1:
                 raise ConfigError("cache.engine", "lru_k on the compiled engine keeps stamps below 2^31 per "
                                   "node and this node's stream touches more: use cache.engine=python")
+        if int(self.S.M[J.M_SEQ]) + len(idx) >= 2**31 - 1:
+            raise ConfigError("cache.engine", "the compiled engine numbers a node's requests below 2^31 (its pins "
+                              "are int32) and this node replays more: use cache.engine=python")
         j = 0
         while True:
             j = J.replay(self.S, offsets, idx, counted, j, R)
@@ -707,8 +716,7 @@ class CompiledNode:
         table, the touch log and the candidate heaps as allocated, and the policy's own arrays)."""
         S = self.S
         per_chunk = sum(a.nbytes for a in (S.res, S.stamp, S.pin, S.flags, S.dcnt, S.dany, S.cred, S.cred_any))
-        per_chunk += S.sb.nbytes
-        table = S.parent.nbytes + S.depth.nbytes + S.anchor.nbytes
+        table = S.parent.nbytes + S.depth.nbytes + S.anchor.nbytes + S.sb.nbytes   # sb: per depth
         pol = S.PX.nbytes
         return {"per_chunk_arrays": per_chunk, "chunk_table": table,
                 "touch_log": S.log_p.nbytes + S.log_s.nbytes, "heaps": S.heap_s.nbytes + S.heap_p.nbytes,

@@ -113,7 +113,7 @@ def _bit(t):
 @njit(cache=True, inline="always")
 def _psize(S, p):
     if p & 1:
-        return S.sb[p >> 1]
+        return S.sb[S.depth[p >> 1]]          # a STATE's bytes depend on its position only
     return S.M[M_FAB]
 
 
