@@ -119,8 +119,13 @@ def _base_config() -> str:
 
 
 def _complete(path: Path) -> bool:
+    """A whole cache entry: an Arrow IPC file that reads, or the checksum file beside one."""
+    import pyarrow.ipc as ipc
+    if path.name.endswith(".sha256"):
+        return path.with_name(path.name[:-len(".sha256")]).is_file()
     try:
-        pq.read_table(path)
+        with ipc.open_file(path) as f:
+            f.read_all()
         return True
     except Exception:  # noqa: BLE001
         return False
@@ -150,7 +155,7 @@ def _check(fmt: str, root: Path, path: Path, **options) -> None:
         assert msg and "\n" not in msg and "Traceback" not in msg, msg
         new = [f for f in _files(root) if f not in before]
         # the cache may keep a complete conversion of a file that parsed (e.g. an empty trace, refused later)
-        partial = [f for f in new if not f.endswith(".parquet") or not _complete(root / f)]
+        partial = [f for f in new if not f.endswith((".arrow", ".sha256")) or not _complete(root / f)]
         assert not partial, f"a failed read left {partial}"
     else:
         event("read and chunked")

@@ -99,7 +99,7 @@ def test_trace_conversion_says_so_once(tmp_path, monkeypatch, capsys):
 
     got = cache.cached_table("test", src, {}, slow, validate=lambda t, p: None)
     assert got.equals(table)
-    assert "converting trace.jsonl to Parquet, once" in capsys.readouterr().err
+    assert "converting trace.jsonl, once" in capsys.readouterr().err
     cache.cached_table("test", src, {}, slow, validate=lambda t, p: None)     # from the cache now
     assert "converting" not in capsys.readouterr().err
     src.write_text("{}\n{}\n")                                               # a quick conversion: quiet

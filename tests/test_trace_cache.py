@@ -1,4 +1,5 @@
-"""The Parquet trace cache: reuse, invalidation, corruption, location."""
+"""The converted-trace cache (Arrow IPC files with a checksum beside each): reuse, invalidation,
+corruption, location."""
 from __future__ import annotations
 
 import json
@@ -57,7 +58,7 @@ def wl(path, **options):
 
 
 def entries(cache: Path) -> list[Path]:
-    return sorted((cache / "traces").glob("*.parquet")) if (cache / "traces").exists() else []
+    return sorted((cache / "traces").glob("*.arrow")) if (cache / "traces").exists() else []
 
 
 def test_second_load_reads_the_cache(cache, source, calls):
@@ -89,16 +90,17 @@ def test_changed_source_invalidates(cache, source, calls):
     assert len(entries(cache)) == 2
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncate", "flip", "empty", "foreign"])
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "flip", "empty", "foreign", "no checksum",
+                                    "bad checksum"])
 def test_corrupt_cache_file_is_rebuilt(cache, source, calls, damage, tmp_path):
     good = read_workload(wl(source), seed=0)
     (entry,) = entries(cache)
     data = entry.read_bytes()
     if damage == "garbage":
-        entry.write_bytes(b"not parquet at all" * 100)
+        entry.write_bytes(b"not arrow at all" * 100)
     elif damage == "truncate":
         entry.write_bytes(data[: len(data) // 2])
-    elif damage == "flip":  # a byte inside the first data page: caught by the page checksums
+    elif damage == "flip":  # bytes inside the file: caught by its checksum
         b = bytearray(data)
         for i in range(60, 90):
             b[i] ^= 0xFF
@@ -111,6 +113,10 @@ def test_corrupt_cache_file_is_rebuilt(cache, source, calls, damage, tmp_path):
         read_workload(wl(other), seed=0)
         (foreign,) = [e for e in entries(cache) if e != entry]
         shutil.copy(foreign, entry)
+    elif damage == "no checksum":
+        entry.with_name(entry.name + ".sha256").unlink()
+    elif damage == "bad checksum":
+        entry.with_name(entry.name + ".sha256").write_text("0" * 64 + "\n")
     n = calls["n"]
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")

@@ -46,7 +46,7 @@ def read_workload(wl, seed: int) -> pa.Table:
     """The canonical table of a workload config, before the §1 filters (:func:`apply_filters`).
 
     ``synthetic``: the seeded generator (``workload.synthetic.*`` knobs).
-    ``mooncake``: the JSONL reader, through the Parquet cache (:mod:`.cache`).
+    ``mooncake``: the JSONL reader, through the converted-trace cache (:mod:`.cache`).
     ``claude_code``: the session reader (through the cache, which holds the
     unplaced sessions), then session placement (:mod:`.placement`).
     ``azure``: the generator with one session per arrival of the CSV (:mod:`.azure`).
