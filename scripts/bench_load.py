@@ -7,8 +7,11 @@ Runs each measurement in a fresh process (peak RSS, ``resource.getrusage``,
 is per process) with a private, initially empty cache folder:
 
 * ``convert``: ``read_claude_code`` alone (JSON → Arrow, unplaced);
-* ``cold``:    ``read_workload`` with an empty cache (convert, write the Parquet cache, place);
-* ``warm``:    ``read_workload`` again (read the cache, place).
+* ``cold``:    ``read_workload`` with an empty cache (convert, write the cache entry, place);
+* ``warm``:    ``read_workload`` again (read the cache, place);
+* ``prepare``: ``cluster_sim.api.prepare`` of ``experiment=paper_weka`` twice in one process: all a
+  run does before replaying (read, place, chain, chunk), then the trace the process kept
+  (docs/decisions.md 119), as a sweep's second point in a Ray worker sees it.
 
 The budget is < 60 s and < 4 GiB RSS for the cold load on a 2-core machine.
 """
@@ -38,6 +41,24 @@ def _phase(args) -> None:
     from cluster_sim.trace.claude_code import read_claude_code
     from cluster_sim.trace.load import read_workload
 
+    if args.phase == "prepare":
+        import cluster_sim
+        from cluster_sim.api import prepare
+        from cluster_sim.config import SimConfig
+
+        cfg = SimConfig.from_mapping(cluster_sim.compose(["experiment=paper_weka", f"workload.path={args.path}",
+                                                          "tracking.enabled=false"]))
+        t0 = time.perf_counter()
+        trace = prepare(cfg)[0]
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        again = prepare(cfg)[0]
+        second = time.perf_counter() - t0
+        assert again is trace
+        print(json.dumps({"phase": "prepare", "wall_s": round(first, 2), "again_s": round(second, 4),
+                          "peak_rss_gib": round(_peak_rss_bytes() / 2**30, 3), "requests": trace.n_requests,
+                          "chunk_refs": trace.chunk_refs}))
+        return
     t0 = time.perf_counter()
     if args.phase == "convert":
         table = read_claude_code(args.path)
@@ -69,7 +90,7 @@ def main() -> int:
     ap.add_argument("--path", default=str(DEFAULT))
     ap.add_argument("--placement", default="poisson", choices=("poisson", "lanes"))
     ap.add_argument("--lanes", type=int, default=32)
-    ap.add_argument("--phase", choices=("convert", "cold", "warm"), help=argparse.SUPPRESS)
+    ap.add_argument("--phase", choices=("convert", "cold", "warm", "prepare"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase:
         _phase(args)
@@ -80,7 +101,7 @@ def main() -> int:
     print(f"trace: {args.path}  ({os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory(prefix="cluster_sim_bench_cache_") as cache:
         env = dict(os.environ, CLUSTER_SIM_CACHE=cache)
-        for phase in ("convert", "cold", "warm"):
+        for phase in ("convert", "cold", "warm", "prepare"):
             cmd = [sys.executable, __file__, "--phase", phase, "--path", args.path, "--placement", args.placement,
                    "--lanes", str(args.lanes)]
             p = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -88,6 +109,11 @@ def main() -> int:
                 print(p.stderr, file=sys.stderr)
                 return p.returncode
             r = json.loads(p.stdout.strip().splitlines()[-1])
+            if phase == "prepare":
+                print(f"{phase:8s} {r['wall_s']:7.2f} s  then {r['again_s']:.4f} s for the kept trace  "
+                      f"peak RSS {r['peak_rss_gib']:.2f} GiB  requests {r['requests']:,}  "
+                      f"chunk refs {r['chunk_refs']:,} (paper_weka, 512-token chunks)")
+                continue
             print(f"{phase:8s} {r['wall_s']:7.2f} s  peak RSS {r['peak_rss_gib']:.2f} GiB  "
                   f"requests {r['requests']:,}  sessions {r['sessions']:,}  "
                   f"block refs {r['block_references']:,}  duplicates dropped {r['duplicates_dropped']}  "
