@@ -295,7 +295,8 @@ class CompiledNode:
         # depth, not per chunk (decision 121)
         maxd = int(np.max(chunk_depth)) if U else 0
         if has_state:
-            sb = np.asarray(model.state_bytes_array(np.arange(maxd + 1, dtype=np.int64) * self.ct), dtype=np.int64)
+            sb = np.zeros(maxd + 1, dtype=np.int64)          # depth 0 holds no chunk
+            sb[1:] = model.state_bytes_array(np.arange(1, maxd + 1, dtype=np.int64) * self.ct)
             seen = np.zeros(maxd + 1, dtype=bool)
             seen[chunk_depth] = True
             sb_seen = sb[seen]
