@@ -221,7 +221,7 @@ def _prepare_key(cfg: SimConfig, stream: bool) -> str | None:
 def _prepare(cfg: SimConfig, *, stream: bool = True):
     """:func:`_prepare_uncached`, reusing the trace the last call in this process prepared when
     nothing it depends on changed (:func:`_prepare_key`). A sweep's points in one Ray worker, or
-    a notebook's runs, load, place, chain and chunk a trace once (whole WEKA: about 20 s each
+    a notebook's runs, load, place, chain and chunk a trace once (whole WEKA: 10-26 s each
     time). One trace is kept; the simulation never writes into it (docs/decisions.md 119)."""
     key = _prepare_key(cfg, stream)
     if key is not None and _PREPARED and _PREPARED[0][0] == key:
