@@ -187,8 +187,8 @@ def _fingerprints(v, out: list) -> None:
         for x in v:
             _fingerprints(x, out)
     elif isinstance(v, str) and v:
+        from .trace.files import resolve_path
         try:
-            from .trace.files import resolve_path
             st = resolve_path(v, "").resolve().stat()
         except (ConfigError, OSError, ValueError):
             return

@@ -135,14 +135,11 @@ def _store(path: Path, table: pa.Table, key_json: bytes) -> None:
         t = table.replace_schema_metadata(meta)
         with ipc.new_file(tmp, t.schema, options=ipc.IpcWriteOptions(compression="zstd")) as w:
             w.write_table(t)
-        h = hashlib.sha256()
-        with open(tmp, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                h.update(block)
+        digest = source_sha256(tmp)      # the sha256 of the file's bytes (streamed)
         fd, dtmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         os.close(fd)
         tmps.append(dtmp)
-        Path(dtmp).write_text(h.hexdigest() + "\n")
+        Path(dtmp).write_text(digest + "\n")
         os.replace(dtmp, _digest_path(path))     # the checksum first: a file is never read without it
         os.replace(tmp, path)
         tmps = []
