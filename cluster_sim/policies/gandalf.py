@@ -207,7 +207,8 @@ class GandalfPolicy(Policy):
         self.last_evict_t = 0.0
         if self.reuse in ("hints", "learned") and self.placement != "strict":     # strict is LRU walking
             from .reuse import make_reuse
-            self.est = make_reuse(self.reuse, n2, st.depth, refit_requests=self.refit_requests)
+            self.est = make_reuse(self.reuse, n2, st.depth, compiled=self._jit is not None,
+                                  refit_requests=self.refit_requests)
         if self._jit is not None:
             self._jit_setup()
 

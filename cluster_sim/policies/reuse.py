@@ -352,6 +352,98 @@ class HintsReuse(_EventReuse):
         return self.Q[self.cls[ps], age_bin(2.0 * (now - self.start[ps]))]
 
 
+class CompiledHintsReuse(HintsReuse):
+    """``reuse=hints`` with its per-request work compiled (:mod:`cluster_sim.policies._reuse_jit`):
+    the same estimates, classes and counts as :class:`HintsReuse`, which stays the executable
+    reference (Gandalf's ``policy.engine=python``). Groups, scheduled re-evaluations and threads
+    are flat arrays; the refit is the interpreted one (docs/decisions.md 123)."""
+
+    def __init__(self, n2: int, depth: np.ndarray, refit_requests: int = 500, pseudo: float = 4.0):
+        super().__init__(n2, depth, refit_requests, pseudo)
+        from numba import types
+        from numba.typed import Dict
+
+        from . import _reuse_jit as J
+        self.J = J
+        self.groups = self.events = self.next_gid = None     # kept in the arrays below instead
+        maxd = int(np.max(depth)) if len(depth) else 1
+        self._room_need = 2 * maxd + 4             # the most one call adds to the member buffer
+        self.gbuf = np.zeros(max(1024, 4 * self._room_need), dtype=np.int64)
+        self.gs = np.zeros(1024, dtype=np.int64)
+        self.gn = np.full(1024, -1, dtype=np.int64)
+        self.gt0 = np.zeros(1024, dtype=np.float64)
+        self.evt = np.zeros(1024, dtype=np.float64)
+        self.evg = np.zeros(1024, dtype=np.int64)
+        self.evb = np.zeros(1024, dtype=np.int64)
+        self.GM = np.zeros(J.N_GM, dtype=np.int64)
+        self.jthreads = Dict.empty(key_type=types.int64, value_type=types.int64)
+
+    def _room(self) -> None:
+        """Room for one more call: members, groups and scheduled re-evaluations."""
+        J, GM = self.J, self.GM
+        if GM[J.G_USED] + self._room_need > len(self.gbuf):
+            self._compact()
+        ng = int(GM[J.G_NEXT])
+        if ng + 4 > len(self.gs):
+            n = 2 * len(self.gs)
+            self.gs = np.concatenate([self.gs, np.zeros(n - len(self.gs), dtype=np.int64)])
+            self.gn = np.concatenate([self.gn, np.full(n - len(self.gn), -1, dtype=np.int64)])
+            self.gt0 = np.concatenate([self.gt0, np.zeros(n - len(self.gt0))])
+        if GM[J.G_EVN] + 4 > len(self.evt):
+            n = len(self.evt)
+            self.evt = np.concatenate([self.evt, np.zeros(n)])
+            self.evg = np.concatenate([self.evg, np.zeros(n, dtype=np.int64)])
+            self.evb = np.concatenate([self.evb, np.zeros(n, dtype=np.int64)])
+
+    def _compact(self) -> None:
+        """Move the live groups' members to the front of a buffer with room to spare (their order
+        kept); a group's id and members do not change."""
+        J, GM = self.J, self.GM
+        ng = int(GM[J.G_NEXT])
+        live = np.flatnonzero(self.gn[:ng] > 0)
+        lens = self.gn[live]
+        total = int(lens.sum())
+        new_off = np.zeros(len(live), dtype=np.int64)
+        if len(live):
+            np.cumsum(lens[:-1], out=new_off[1:])
+        src = np.repeat(self.gs[live] - new_off, lens) + np.arange(total, dtype=np.int64)
+        buf = np.zeros(max(1024, 2 * (total + self._room_need)), dtype=np.int64)
+        buf[:total] = self.gbuf[src]
+        self.gbuf = buf
+        self.gs[live] = new_off
+        GM[J.G_USED] = total
+
+    def access(self, path, state, now, meta):
+        self.seen += 1
+        self._room()
+        key = -1
+        if meta.session_id >= 0:
+            key = int(meta.session_id) * 65536 + max(int(meta.agent), 0)
+        return self.J.access(self.E, self.start, self.cls, self.grp, self.touches, self.sup, self.stop, self.sub,
+                             self.turn, self.D, self.C, self.Q, self.gbuf, self.gs, self.gn, self.gt0, self.evt,
+                             self.evg, self.evb, self.GM, self.jthreads, path, int(state), float(now),
+                             int(meta.stop_reason), int(bool(meta.subagent)), key, int(meta.turn))
+
+    def created_states(self, qs, now, meta):
+        if not len(qs):
+            return qs
+        self._room()
+        stop = int(meta.stop_reason) if meta is not None else 0
+        sub = int(bool(meta.subagent)) if meta is not None else 0
+        turn = int(meta.turn) if meta is not None else 0
+        return self.J.created(self.E, self.start, self.cls, self.grp, self.touches, self.sup, self.stop, self.sub,
+                              self.turn, self.D, self.C, self.Q, self.gbuf, self.gs, self.gn, self.gt0, self.evt,
+                              self.evg, self.evb, self.GM, np.asarray(qs, dtype=np.int64), float(now), stop, sub,
+                              turn)
+
+    def tick(self, now, res):
+        if self.seen >= self.first_refit and (self.seen - self.first_refit) % self.refit_requests == 0 \
+                and self.seen != getattr(self, "_last_refit", -1):
+            return super().tick(now, res)           # the refit: interpreted, shared
+        return self.J.tick(self.E, self.start, self.cls, self.grp, self.Q, self.gbuf, self.gs, self.gn, self.gt0,
+                           self.evt, self.evg, self.evb, self.GM, res, float(now))
+
+
 class LearnedReuse(_EventReuse):
     """``reuse=learned``: an online logistic model of "demanded again within H"."""
 
@@ -496,9 +588,11 @@ class LearnedReuse(_EventReuse):
         self.fits += 1
 
 
-def make_reuse(kind: str, n2: int, depth: np.ndarray, **params):
+def make_reuse(kind: str, n2: int, depth: np.ndarray, compiled: bool = False, **params):
+    """The estimator ``kind``; ``compiled``: its per-request work in numba (hints only: learned's
+    stays interpreted), with the same estimates."""
     if kind == "hints":
-        return HintsReuse(n2, depth, **params)
+        return (CompiledHintsReuse if compiled else HintsReuse)(n2, depth, **params)
     if kind == "learned":
         return LearnedReuse(n2, depth, **params)
     raise ValueError(kind)
