@@ -70,7 +70,9 @@ class NodeRunner:
             # the compiled request step (cluster_sim.engine): the same results as NodeSim
             self.node = engines.CompiledNode(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens,
                                              cfg.model, hw, policy.name, node_index=node_index,
-                                             params=_policy_params(cfg), future_idx=future_idx)
+                                             params=_policy_params(cfg), future_idx=future_idx,
+                                             rng=node_rng(cfg.seed, node_index),
+                                             replays_per_day_scale=cfg.workload.replays_per_day_scale)
             self._passes_pending = False
             return
         future = None

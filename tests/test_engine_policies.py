@@ -34,10 +34,15 @@ PARAMS = {
     "write_through_selective": {"threshold": [1, 2, 3]},
     "lru_k": {"k": [1, 2, 3], "ghost": [0.0, 0.3, 1.0, 2.0]},
     "hot_prefix": {"f": [0, 1, 2, 2.5, 10]},
+    # a budget small enough that the factor falls and rejections (hence draws and rewinds) happen
+    "dynamic_random": {"target_bytes_per_day": [1, 10**9, None], "update_interval_s": [0.5, 60.0],
+                       "size_decay": [0.0, 0.3], "probability_seed": [1.0, 0.2]},
 }
 #: the parameter sets of the scripted and small-stream cases (each must be bit-identical)
 CASES = [(p, {}) for p in COMPILED] + [("lru_k", {"k": 1}), ("lru_k", {"k": 3}), ("lru_k", {"k": 2, "ghost": 0.05}),
-                                         ("hot_prefix", {"f": 1}), ("hot_prefix", {"f": 10})]
+                                         ("hot_prefix", {"f": 1}), ("hot_prefix", {"f": 10}),
+                                         ("dynamic_random", {"target_bytes_per_day": 10**6, "update_interval_s": 1.0}),
+                                         ("dynamic_random", {"probability_seed": 0.05, "size_decay": 0.3})]
 CASE_IDS = [p + "".join(f"-{k}={v}" for k, v in kw.items()) for p, kw in CASES]
 
 
@@ -156,6 +161,13 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model
         assert pol["dram_victims_written"] > 0 and (pol["ssd_victims"] > 0 or params.get("f") == 10)
         if params.get("f", 2) > 1:
             assert pol["dram_victims_dropped"] > 0
+    elif policy == "dynamic_random":
+        assert pol["admitted"] > 0 and pol["dram_victims_written"] > 0
+        if params:
+            # a small budget or factor: draws decide, some victims are rejected, the loop runs
+            assert pol["rejected"] > 0 and pol["dram_victims_dropped"] > 0
+        if "target_bytes_per_day" in params:
+            assert pol["control_updates"] > 0 and pol["prob_factor_final"] < 1.0
 
 
 @pytest.mark.parametrize("policy", COMPILED)
@@ -227,7 +239,7 @@ def test_auto_runs_the_compiled_policies_on_numba():
     ("lru_k", {"crp": 1.0}, "crp"),
     ("hot_prefix", {"half_life_s": 600}, "half_life_s"),
     ("hot_prefix", {"eviction": "heat"}, "eviction"),
-    ("dynamic_random", {}, "not compiled"),
+    ("workload_aware", {}, "not compiled"),
 ])
 def test_settings_that_cannot_be_exact_stay_interpreted(policy, params, why):
     # auto falls back to the interpreted engine for the parameter settings the compiled port

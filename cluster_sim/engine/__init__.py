@@ -60,7 +60,8 @@ __all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports
            "ensure_compiled", "compile_notice", "interpreted_first_run", "small_run_limit"]
 
 ENGINES = ("auto", "numba", "python")
-SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective", "lru_k", "hot_prefix")
+SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective", "lru_k", "hot_prefix",
+                      "dynamic_random")
 _MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
 _TIER_KEYS = ("hbm", "dram", "ssd")
 EXPECTED_COMPILE_S = 150
@@ -209,8 +210,8 @@ def _warm_up() -> None:
     flat = np.array([0, 1, 2, 0, 1, 3, 0, 1, 2], dtype=np.int32)
     anchor = np.array([0, 1, 2, 5], dtype=np.int32)
     offsets = np.array([0, 3, 6, 9], dtype=np.int64)
-    ssd = SimpleNamespace(ftl="ideal")
-    hw = SimpleNamespace(hbm_cache_bytes=100, dram_bytes=150, ssd_bytes=300, ssd=ssd)
+    ssd = SimpleNamespace(ftl="ideal", dwpd=1.0)
+    hw = SimpleNamespace(hbm_cache_bytes=100, dram_bytes=150, ssd_bytes=300, ssd=ssd, ssd_write_bytes_per_s=1e9)
     model = SimpleNamespace(has_state=True, state_checkpoints="every_chunk", fa_bytes=lambda ct: 50,
                             state_bytes_array=lambda pos: np.full(len(pos), 20, dtype=np.int64))
     idx = np.arange(3, dtype=np.int64)
@@ -222,7 +223,7 @@ def _warm_up() -> None:
             node.set_future(offsets, flat)
             node.set_labels(np.array([7], dtype=np.int64), np.zeros(1, dtype=np.uint8))
             node.S.M[node.J.M_LOG_OUT] = 1
-        node.replay_raw(offsets, idx, np.ones(3, dtype=bool))
+        node.replay_raw(offsets, idx, np.ones(3, dtype=bool), np.array([0.0, 1.0, 100.0]))
         node.finish()          # its kernels too: loading them from the cache took 60 ms in a fresh worker
 
 
@@ -258,10 +259,13 @@ class CompiledNode:
 
     def __init__(self, chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens: int, model, hardware,
                  policy: str, *, node_index: int = 0, cost=True, log_capacity: int = 1 << 14,
-                 heap_capacity: int = 1024, params=None, future_idx=None):
+                 heap_capacity: int = 1024, params=None, future_idx=None, rng=None,
+                 replays_per_day_scale: float = 1.0):
         """``params``: the policy's parameters (its ``Params`` instance or a mapping; defaults when
         None). ``future_idx``: the trace requests this node will be given, in order, for the
-        hindsight policy (``oracle_admission``): its passes run at the first :meth:`replay`."""
+        hindsight policy (``oracle_admission``): its passes run at the first :meth:`replay`.
+        ``rng``: the node's random stream (``fleet.node_rng``; ``dynamic_random`` draws from it),
+        ``replays_per_day_scale``: the workload's, for ``dynamic_random``'s default budget."""
         from . import _jit as J
 
         from ..policies.base import parse_params, policy_class
@@ -273,7 +277,8 @@ class CompiledNode:
         self.params = params
         self._args = (chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens, model, hardware, policy)
         self._kw = {"node_index": node_index, "log_capacity": log_capacity, "heap_capacity": heap_capacity,
-                    "params": params}
+                    "params": params, "replays_per_day_scale": replays_per_day_scale}
+        self.rpd_scale = float(replays_per_day_scale or 1.0)
         self.future_idx = None if future_idx is None else np.asarray(future_idx, dtype=np.int64)
         self.needs_future = bool(policy_class(policy).needs_future)
         self._passes_pending = self.needs_future
@@ -316,7 +321,7 @@ class CompiledNode:
         M[J.M_POLICY] = {"lru": J.POLICY_LRU, "oracle_admission": J.POLICY_ORACLE_ADM,
                          "write_through": J.POLICY_WRITE_THROUGH,
                          "write_through_selective": J.POLICY_WRITE_THROUGH, "lru_k": J.POLICY_LRU_K,
-                         "hot_prefix": J.POLICY_HOT_PREFIX}[policy]
+                         "hot_prefix": J.POLICY_HOT_PREFIX, "dynamic_random": J.POLICY_DYNAMIC_RANDOM}[policy]
         M[J.M_THRESH] = int(getattr(params, "threshold", 1))
         if policy == "hot_prefix":
             # heat without decay is a whole count, so heat >= f is count >= ceil(f)
@@ -354,7 +359,10 @@ class CompiledNode:
             heap_s=np.zeros(int(hcap.sum()), dtype=np.int64), heap_p=np.zeros(int(hcap.sum()), dtype=np.int64),
             hoff=np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64), hcap=hcap,
             hn=np.zeros(3, dtype=np.int64), wpos=np.zeros(3, dtype=np.int64),
-            wfront=np.full(3, -1, dtype=np.int64), **self._policy_arrays(U, bound))
+            wfront=np.full(3, -1, dtype=np.int64), **self._policy_arrays(U, bound),
+            FX=self._floats(hardware, lo), rng=rng if rng is not None else np.random.default_rng(0))
+        M[J.M_DR_LO] = lo
+        M[J.M_DR_CAP] = len(self.S.FX)
         self._seg_len = {k: 0 for k in self._SEGMENTS}
         self._repack(**self._seg_init)
         del self._seg_init
@@ -365,7 +373,7 @@ class CompiledNode:
 
     _out_room = None        # tests: the outcome log's room per request (None: a tier's worth)
     # the policy's segments of PX, in order, and their offsets in M
-    _SEGMENTS = ("A", "B", "NFA", "NST", "W", "FOFF", "FNFA", "FNST", "LAB", "OUT", "AQ", "LK", "PEND")
+    _SEGMENTS = ("A", "B", "NFA", "NST", "W", "FOFF", "FNFA", "FNST", "LAB", "OUT", "AQ", "LK", "PEND", "DEC")
 
     def _policy_arrays(self, U: int, bound: list) -> dict:
         """The policy's part of the state: one int64 array ``PX`` of segments (empty where the
@@ -378,7 +386,9 @@ class CompiledNode:
         (write_through: SSD writes asked for, in order); hot_prefix: ``A`` its heat (a count),
         ``B`` the request of its last reference; lru_k: ``LK`` a record per payload (HIST(p, 1..K),
         the request of LAST, residency status, ghost-list links, canonical keys in DRAM and in
-        the SSD: ``_jit.LK_*``), ``PEND`` the payloads a request referenced while absent."""
+        the SSD: ``_jit.LK_*``), ``PEND`` the payloads a request referenced while absent;
+        dynamic_random: ``A`` the selection that last counted a payload's decision, ``DEC`` the
+        decisions of the selection under way (``2 * payload + admitted``)."""
         J = self.J
         z = np.zeros(0, dtype=np.int64)
         seg = {k: z for k in self._SEGMENTS}
@@ -398,6 +408,10 @@ class CompiledNode:
             seg["A"] = np.zeros(2 * U, dtype=np.int64)
             seg["B"] = np.zeros(2 * U, dtype=np.int64)
             seg["W"] = np.full(U, -1, dtype=np.int64)
+        elif self.policy_name == "dynamic_random":
+            seg["A"] = np.zeros(2 * U, dtype=np.int64)       # the selection that last counted its decision
+            seg["W"] = np.full(U, -1, dtype=np.int64)
+            seg["DEC"] = np.zeros(1024, dtype=np.int64)       # grown before a request that may need more
         elif self.policy_name == "lru_k":
             K = int(self.params.k)
             rec = np.full((2 * U, K + 6), -1, dtype=np.int64)
@@ -409,6 +423,28 @@ class CompiledNode:
             seg["PEND"] = np.zeros(max_m + 2, dtype=np.int64)
         self._seg_init = seg
         return {"PX": np.zeros(0, dtype=np.int64)}
+
+    def _floats(self, hw, lo: int) -> np.ndarray:
+        """``FX``: dynamic_random's control loop, its parameters and the draw buffer (one slot for
+        the other policies)."""
+        J = self.J
+        if self.policy_name != "dynamic_random":
+            return np.zeros(1, dtype=np.float64)
+        p = self.params
+        per_day = float(p.target_bytes_per_day) if p.target_bytes_per_day is not None else \
+            hw.ssd.dwpd * hw.ssd_bytes / self.rpd_scale
+        FX = np.zeros(J.FX_UB + 8192, dtype=np.float64)
+        FX[J.FX_FACTOR] = p.probability_seed
+        FX[J.FX_TARGET] = per_day / J.DAY
+        FX[J.FX_MAXRATE] = float(p.max_rate_bytes_per_s) if p.max_rate_bytes_per_s is not None else \
+            float(hw.ssd_write_bytes_per_s)
+        FX[J.FX_CW] = p.change_window
+        FX[J.FX_FMIN] = p.prob_factor_min
+        FX[J.FX_FMAX] = p.prob_factor_max
+        FX[J.FX_INTERVAL] = p.update_interval_s
+        FX[J.FX_DECAY] = p.size_decay
+        FX[J.FX_BITLEN_BASE] = int(p.base_size).bit_length()
+        return FX
 
     def _seg(self, name: str) -> np.ndarray:
         """Segment ``name`` of PX (a view)."""
@@ -432,6 +468,7 @@ class CompiledNode:
         M[J.M_CAP_OUT] = lens["OUT"]
         M[J.M_CAP_AQ] = lens["AQ"]
         M[J.M_CAP_PEND] = lens["PEND"]
+        M[J.M_CAP_DEC] = lens["DEC"]
         self._seg_len = lens
         self.S = self.S._replace(PX=np.ascontiguousarray(PX))
 
@@ -511,7 +548,7 @@ class CompiledNode:
                     node._repack(OUT=np.zeros(room, dtype=np.int64))
                 node.set_labels(lab_k if passes > 1 else None, lab_v)
                 node.S.M[J.M_LOG_OUT] = 1
-                node.replay_raw(trace.offsets, fidx, counted)
+                node.replay_raw(trace.offsets, fidx, counted, trace.arrival_s)
                 if not node.S.M[J.M_OUT_OVERFLOW]:
                     break
                 room = 2 * len(node._seg("OUT"))    # the log filled inside a request: again, larger
@@ -528,6 +565,16 @@ class CompiledNode:
     def _grow(self) -> None:
         J, S = self.J, self.S
         g = int(S.M[J.M_GROW])
+        if g & J.GROW_DR:
+            room = int(S.M[J.M_DR_ROOM])
+            if len(self._seg("DEC")) < room:
+                self._repack(DEC=np.zeros(2 * room, dtype=np.int64))
+            S = self.S
+            if len(S.FX) < J.FX_UB + 6144 + room:
+                FX = np.zeros(2 * (J.FX_UB + 6144 + room), dtype=np.float64)
+                FX[:len(S.FX)] = S.FX
+                S = S._replace(FX=FX)
+            self.S = S
         if g & (J.GROW_AQ | J.GROW_OUT):
             new = {}
             if g & J.GROW_AQ:
@@ -560,11 +607,15 @@ class CompiledNode:
                 hs[no:no + n] = S.heap_s[o:o + n]
                 hp[no:no + n] = S.heap_p[o:o + n]
             S = S._replace(heap_s=hs, heap_p=hp, hoff=hoff, hcap=hcap)
+        S.M[J.M_DR_CAP] = len(S.FX)
         S.M[J.M_GROW] = 0
         self.S = S
 
-    def replay_raw(self, offsets: np.ndarray, idx: np.ndarray, counted: np.ndarray) -> np.ndarray:
-        """The cache side of requests ``idx`` (in order): one row of ``_jit.R_*`` columns each."""
+    def replay_raw(self, offsets: np.ndarray, idx: np.ndarray, counted: np.ndarray,
+                   arrival: np.ndarray | None = None) -> np.ndarray:
+        """The cache side of requests ``idx`` (in order): one row of ``_jit.R_*`` columns each.
+        ``arrival``: every trace request's arrival time (s), as ``trace.arrival_s``; None for a
+        policy that never reads the clock (``dynamic_random``'s control loop does)."""
         J = self.J
         if self.needs_future and not self._has_future:
             raise ValueError(f"{self.policy_name} needs the node's future request stream (set_future)")
@@ -572,6 +623,11 @@ class CompiledNode:
         # numba type, so the kernel the warm-up compiled is the one every call uses
         idx = _readonly(np.ascontiguousarray(idx, dtype=np.int64))
         counted = _readonly(np.ascontiguousarray(counted, dtype=np.bool_))
+        if arrival is None:
+            if self.policy_name == "dynamic_random":
+                raise ValueError("dynamic_random needs the requests' arrival times (replay_raw(..., arrival))")
+            arrival = np.zeros(len(offsets) - 1, dtype=np.float64)
+        arrival = _readonly(np.ascontiguousarray(arrival, dtype=np.float64))
         R = np.zeros((len(idx), J.N_R), dtype=np.int64)
         offsets = _ids(offsets)
         if self.S.M[J.M_KEYED] and len(idx):
@@ -585,7 +641,7 @@ class CompiledNode:
                               "are int32) and this node replays more: use cache.engine=python")
         j = 0
         while True:
-            j = J.replay(self.S, offsets, idx, counted, j, R)
+            j = J.replay(self.S, offsets, idx, counted, arrival, j, R)
             if j >= len(idx):
                 return R
             self._grow()
@@ -600,7 +656,7 @@ class CompiledNode:
             self._hindsight_passes(trace)
         idx = np.asarray(idx, dtype=np.int64)
         counted = trace.counted[idx] if counted is None else np.asarray(counted, dtype=bool)
-        R = self.replay_raw(trace.offsets, idx, counted)
+        R = self.replay_raw(trace.offsets, idx, counted, trace.arrival_s)
         lat, ttft, hits = self._price(R, trace.input_tokens[idx], trace.arrival_s[idx], counted)
         snap = np.concatenate([R[:, J.R_USED0:J.R_USED2 + 1], R[:, J.R_LEFT0:J.R_LEFT2 + 1],
                                R[:, [J.R_LEFTN2, J.R_ADM, J.R_ADM_HIT]], hits], axis=1)
@@ -699,6 +755,12 @@ class CompiledNode:
                     "histories_forgotten": PK[J.PK_FORGOTTEN], **tally}
         if self.policy_name == "hot_prefix":
             return tally
+        if self.policy_name == "dynamic_random":
+            FX = S.FX
+            return {"admitted": PK[J.PK_DR_ADM], "rejected": PK[J.PK_DR_REJ], "admitted_bytes": PK[J.PK_DR_ADM_B],
+                    "rejected_bytes": PK[J.PK_DR_REJ_B], "control_updates": PK[J.PK_DR_UPDATES],
+                    "prob_factor_final": float(FX[J.FX_FACTOR]), "target_bytes_per_s": float(FX[J.FX_TARGET]),
+                    "observed_bytes_per_s_last": float(FX[J.FX_ROBS]), **tally}
         if self.policy_name in ("write_through", "write_through_selective"):
             return {"ssd_writes_requested": PK[J.PK_REQUESTED], "hits_counted": PK[J.PK_HITS_COUNTED],
                     "dram_victims_written": PK[J.PK_WRITTEN], "dram_victims_written_bytes": PK[J.PK_WRITTEN_B],
@@ -718,7 +780,7 @@ class CompiledNode:
         S = self.S
         per_chunk = sum(a.nbytes for a in (S.res, S.stamp, S.pin, S.flags, S.dcnt, S.dany, S.cred, S.cred_any))
         table = S.parent.nbytes + S.depth.nbytes + S.anchor.nbytes + S.sb.nbytes   # sb: per depth
-        pol = S.PX.nbytes
+        pol = S.PX.nbytes + S.FX.nbytes
         return {"per_chunk_arrays": per_chunk, "chunk_table": table,
                 "touch_log": S.log_p.nbytes + S.log_s.nbytes, "heaps": S.heap_s.nbytes + S.heap_p.nbytes,
                 "policy_arrays": pol, "chunks": self.n_chunks}

@@ -45,7 +45,7 @@ DECIDE = 2           # a walk's action: ask the policy per victim (_decide), as 
 GATE, GATE_FORCE = 3, 4   # a walk's action: write_through.gated_select (strict, forced pass)
 FORCED = 5           # a victim's action: demoted although the policy rejected it (a forced write)
 MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
-POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH, POLICY_LRU_K, POLICY_HOT_PREFIX = 0, 1, 2, 3, 4
+POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH, POLICY_LRU_K, POLICY_HOT_PREFIX, POLICY_DYNAMIC_RANDOM = range(6)
 
 # meta
 (M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
@@ -53,8 +53,9 @@ POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH, POLICY_LRU_K, POLICY_HOT_PR
  M_LEFTN2, M_NFUT, M_OUTN, M_OUTROOM, M_HAS_LABELS, M_LOG_OUT, M_OUT_OVERFLOW, M_THRESH, M_AQN,
  M_AQMAX, M_O_A, M_O_B, M_O_NFA, M_O_NST, M_O_W, M_O_FOFF, M_O_FNFA, M_O_FNST, M_O_LAB, M_N_LAB, M_O_OUT,
  M_CAP_OUT, M_O_AQ, M_CAP_AQ, M_KEYED, M_O_LK, M_LK_K, M_LK_Q, M_GHEAD, M_GTAIL, M_GN, M_NRES, M_CAPP,
- M_GHOST_F, M_O_PEND, M_PENDN, M_CAP_PEND) = range(60)
-N_META = 60          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+ M_GHOST_F, M_O_PEND, M_PENDN, M_CAP_PEND, M_DR_STARTED, M_DR_UN, M_DR_UI, M_DR_U0, M_DR_CAP, M_DR_ND,
+ M_DR_SEL, M_O_DEC, M_CAP_DEC, M_DR_ROOM, M_DR_LO) = range(71)
+N_META = 71          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
 # M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
 # admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
 # when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
@@ -67,10 +68,17 @@ N_META = 60          # M_LEFT*: bytes / copies that left each tier (CacheState.l
 # key in DRAM and in the SSD), M_GHEAD / M_GTAIL / M_GN the ghost list (oldest first) and its length,
 # M_NRES the payloads it holds resident, M_CAPP the tiers' capacity in FA chunks, M_GHOST_F the
 # float64 bits of policy.ghost, M_O_PEND / M_PENDN / M_CAP_PEND the payloads referenced while absent
+# dynamic_random: M_DR_STARTED 1 once the control loop has its start, the node's draws in FX from
+# FX_UB (M_DR_UN drawn, M_DR_UI the next, M_DR_U0 where this DRAM selection started, M_DR_CAP room),
+# M_DR_ND the selection's decisions logged in PX (segment DEC at M_O_DEC, room M_CAP_DEC: 2 * payload +
+# admitted), M_DR_SEL the selections so far (the stamp of the decision accounting's `seen`, segment A),
+# M_DR_LO the least payload size; M_DR_ROOM the draws and decisions a request may take (its DRAM
+# selections consider at most every DRAM and HBM payload and its own, twice with retries and the
+# forced pass), kept free before the request
 # counters
 (K_WR_FA, K_WR_STATE, K_ADM_FA, K_ADM_STATE, K_ADM_HIT_FA, K_ADM_HIT_STATE, K_DRAM_DEMOTED,
  K_DRAM_DROPPED, K_LOG_COMPACTIONS, K_HEAP_COMPACTIONS) = range(10)
-N_COUNTERS = 28
+N_COUNTERS = 35
 # per-request outputs (columns of R)
 (R_H, R_R, R_M, R_N_HBM, R_N_DRAM, R_N_SSD, R_Q_TIER, R_DRAM_B, R_SSD_B, R_SKIPPED, R_WR,
  R_USED0, R_USED1, R_USED2, R_LEFT0, R_LEFT1, R_LEFT2, R_LEFTN2, R_ADM, R_ADM_HIT) = range(20)
@@ -82,15 +90,24 @@ PK_ADMITTED, PK_NEVER_USED, PK_UNUSED_BEFORE, PK_FORCED = range(10, 14)
  PK_FORCED_B, PK_SSD_VICTIMS) = range(14, 24)
 # policy counters: lru_k (besides the VictimTally above)
 PK_REFS, PK_UNCORRELATED, PK_GHOST_HITS, PK_FORGOTTEN = range(24, 28)
+# policy counters: dynamic_random (besides the VictimTally above); PK_DR_WRITTEN(_LAST): the bytes its
+# demotions wrote (at the last control update)
+PK_DR_ADM, PK_DR_REJ, PK_DR_ADM_B, PK_DR_REJ_B, PK_DR_UPDATES, PK_DR_WRITTEN, PK_DR_WRITTEN_LAST = range(28, 35)
+# dynamic_random's floats (FX): the control loop and its parameters, then the draw buffer
+(FX_FACTOR, FX_START, FX_LAST, FX_ROBS, FX_RNEED, FX_TARGET, FX_MAXRATE, FX_CW, FX_FMIN, FX_FMAX, FX_INTERVAL,
+ FX_DECAY, FX_BITLEN_BASE, FX_UB) = range(14)
+DAY = 86400.0
 # grow requests (bits of M[M_GROW])
 GROW_LOG = 1
 GROW_HEAP = (2, 4, 8)
 GROW_OUT = 16
 GROW_AQ = 32
+GROW_DR = 64
 
 F_ADM, F_HIT = 1, 2
 F_OHIT = 4           # oracle_admission: this SSD copy served a reuse from the SSD (since it entered)
 F_WCH, F_WSK = 16, 32   # inside a gated walk only: chosen / skipped (gated_select's `chosen`, `skipped`)
+F_DRC = 64           # dynamic_random, inside its decision accounting only: a victim of the selection
 # lru_k's per-payload record (offsets from the start of the record, after the K history slots)
 LK_LSEQ, LK_STAT, LK_GPREV, LK_GNEXT, LK_CAN1, LK_CAN2 = range(6)
 ST_NONE, ST_MINE, ST_GHOST = 0, 1, 2
@@ -102,6 +119,8 @@ EngineState = namedtuple("EngineState", [
     # the policies' own state, one int64 array in segments (offsets M_O_*): every array of the
     # state costs each call that passes it a reference count, so the policies add one
     "PX",
+    # float state (dynamic_random: its control loop and draw buffer) and the node's random stream
+    "FX", "rng",
 ])
 
 
@@ -685,6 +704,8 @@ def _admit(S, t, p):
     pol = S.M[M_POLICY]
     if pol == POLICY_LRU_K:
         return S.PX[_lk(S, p) + S.M[M_LK_K] - 1] >= 0
+    if pol == POLICY_DYNAMIC_RANDOM:
+        return _dr_admit(S, p)
     if pol == POLICY_HOT_PREFIX:
         return S.PX[S.M[M_O_A] + p] >= S.M[M_THRESH]
     return S.PX[S.M[M_O_B] + p] == S.M[M_SEQ]
@@ -736,6 +757,162 @@ def _tally_dram(S, vict, acts):
             S.K[PK_ADMITTED] += 1
         else:
             S.K[PK_FORCED] += 1
+
+
+# ---------------------------------------------------------------------------- dynamic_random
+# DynamicRandomPolicy: the gated walk over lru's queues, admitting a DRAM victim without an SSD copy
+# with probability P / (P + n (1 - P)) (n: the writes it commits) from the node's draws; a control
+# loop in simulated time moves the factor of P toward the write budget.
+@njit(cache=True)
+def _dr_tick(S, now):
+    """``DynamicRandomPolicy.tick``: the start, then the control loop every update interval."""
+    M, FX, K = S.M, S.FX, S.K
+    if M[M_DR_STARTED] == 0:
+        M[M_DR_STARTED] = 1
+        FX[FX_START] = now
+        FX[FX_LAST] = now
+        return
+    if now - FX[FX_LAST] < FX[FX_INTERVAL]:
+        return
+    dt = now - FX[FX_LAST]
+    FX[FX_LAST] = now
+    diff = K[PK_DR_WRITTEN] - K[PK_DR_WRITTEN_LAST]
+    if diff <= 0 or dt <= 0:
+        return
+    K[PK_DR_UPDATES] += 1
+    r_obs = diff / dt
+    FX[FX_ROBS] = r_obs
+    tomorrow = FX[FX_TARGET] * (now - FX[FX_START] + DAY)
+    need = max(0.0, tomorrow - K[PK_DR_WRITTEN]) / DAY
+    if FX[FX_MAXRATE] != 0.0 and need > FX[FX_MAXRATE]:
+        need = FX[FX_MAXRATE]
+    FX[FX_RNEED] = need
+    lo = 1.0 - FX[FX_CW]
+    hi = 1.0 + FX[FX_CW]
+    change = min(max(need / r_obs, lo), hi)
+    FX[FX_FACTOR] = min(max(FX[FX_FACTOR] * change, FX[FX_FMIN]), FX[FX_FMAX])
+    K[PK_DR_WRITTEN_LAST] = K[PK_DR_WRITTEN]
+
+
+@njit(cache=True, inline="always")
+def _bitlen(x):
+    n = 0
+    while x > 0:
+        n += 1
+        x >>= 1
+    return n
+
+
+@njit(cache=True)
+def _dr_probability(S, size, commits):
+    """``DynamicRandomPolicy.probability``."""
+    FX = S.FX
+    base = 1.0
+    if FX[FX_DECAY] != 0.0:
+        base = (FX[FX_BITLEN_BASE] / max(1, _bitlen(size))) ** FX[FX_DECAY]
+    P = min(1.0, max(0.0, base * FX[FX_FACTOR]))
+    if commits > 1 and P < 1.0:
+        P = P / (P + commits * (1.0 - P))
+    return P
+
+
+@njit(cache=True)
+def _dr_commitment(S, p):
+    """``DynamicRandomPolicy.commitment``: ``p`` and, for an FA chunk, its ancestors below the
+    deepest one with an SSD copy or an SSD descendant."""
+    if p & 1:
+        return 1
+    c = p >> 1
+    n = S.depth[c] - 1                     # ancestors: flat[anchor[c] : anchor[c] + n], root first
+    a = S.anchor[c]
+    for i in range(n - 1, -1, -1):
+        y = S.flat[a + i]
+        if (S.res[2 * y] & 4) != 0 or S.dcnt[SSD, y] > 0:
+            return n - i
+    return 1 + n
+
+
+@njit(cache=True)
+def _dr_draw(S):
+    """The node's next draw (``ctx.rng.random(1024)`` blocks, as the reference buffers them)."""
+    M, FX = S.M, S.FX
+    i = M[M_DR_UI]
+    n = M[M_DR_UN]
+    if i >= n:
+        if FX_UB + n + 1024 > M[M_DR_CAP]:    # room is kept before each request (replay)
+            raise RuntimeError("cluster_sim engine: dynamic_random's draw buffer is full")
+        FX[FX_UB + n:FX_UB + n + 1024] = S.rng.random(1024)
+        M[M_DR_UN] = n + 1024
+    M[M_DR_UI] = i + 1
+    return FX[FX_UB + i]
+
+
+@njit(cache=True)
+def _dr_admit(S, p):
+    """``DynamicRandomPolicy._admit``: one decision, logged for the selection's accounting."""
+    prob = _dr_probability(S, _psize(S, p), _dr_commitment(S, p))
+    ok = prob >= 1.0 or _dr_draw(S) < prob
+    M = S.M
+    n = M[M_DR_ND]
+    if n >= M[M_CAP_DEC]:
+        raise RuntimeError("cluster_sim engine: dynamic_random's decision log is full")
+    S.PX[M[M_O_DEC] + n] = 2 * p + (1 if ok else 0)
+    M[M_DR_ND] = n + 1
+    return ok
+
+
+@njit(cache=True)
+def _dr_begin(S):
+    """A DRAM selection starts: the draws consumed long ago are let go (the reference trims its
+    buffer past 4096), and this is where a failed selection gives its draws back to."""
+    M, FX = S.M, S.FX
+    ui = M[M_DR_UI]
+    if ui > 4096:
+        n = M[M_DR_UN] - ui
+        FX[FX_UB:FX_UB + n] = FX[FX_UB + ui:FX_UB + ui + n].copy()
+        M[M_DR_UN] = n
+        M[M_DR_UI] = 0
+    M[M_DR_U0] = M[M_DR_UI]
+    M[M_DR_ND] = 0
+
+
+@njit(cache=True)
+def _dr_end(S, ok, vict, acts):
+    """A DRAM selection ended: a failed one changes nothing (its draws go back); a chosen victim
+    counts its last decision as admitted or rejected, and a demotion without an SSD copy adds its
+    bytes to what the control loop has written."""
+    M, K = S.M, S.K
+    if not ok:
+        M[M_DR_UI] = M[M_DR_U0]
+        return
+    if M[M_CAP2] <= 0:
+        return
+    M[M_DR_SEL] += 1
+    sel = M[M_DR_SEL]
+    oa = M[M_O_A]
+    od = M[M_O_DEC]
+    flags = S.flags
+    for p in vict:
+        flags[p] |= F_DRC
+    for i in range(M[M_DR_ND] - 1, -1, -1):          # the last decision on a payload is the one used
+        x = S.PX[od + i]
+        p = x >> 1
+        if (flags[p] & F_DRC) == 0 or S.PX[oa + p] == sel:
+            continue
+        S.PX[oa + p] = sel
+        sz = _psize(S, p)
+        if x & 1:
+            K[PK_DR_ADM] += 1
+            K[PK_DR_ADM_B] += sz
+        else:
+            K[PK_DR_REJ] += 1
+            K[PK_DR_REJ_B] += sz
+    clear = ~np.uint8(F_DRC)
+    for i in range(len(vict)):
+        p = vict[i]
+        flags[p] &= clear
+        if acts[i] != DROP and (S.res[p] & 4) == 0:
+            K[PK_DR_WRITTEN] += _psize(S, p)
 
 
 # ---------------------------------------------------------------------------- tier moves
@@ -1257,11 +1434,16 @@ def _room_dram(S, need):
         S.M[M_SHORT] = -1
         vict = [np.int64(0) for _ in range(0)]
         acts = [np.int64(0) for _ in range(0)]
+        dr = S.M[M_POLICY] == POLICY_DYNAMIC_RANDOM
+        if dr:
+            _dr_begin(S)
         ok = _walk(S, DRAM, need, act, vict, acts)
         if not ok and act == GATE and S.M[M_CAP2] > 0:
             ok = _walk(S, DRAM, need, GATE_FORCE, vict, acts)   # select_gated's forced pass
         if act == GATE:
             _tally_gated(S, DRAM, vict, acts)
+        if dr:
+            _dr_end(S, ok, vict, acts)
         if not ok:
             return False
         before = S.M[M_USED1]
@@ -1461,7 +1643,7 @@ def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
     bit (the tier itself: every chunk not yet in ``t``). One pass: descendant counts are strict
     suffix counts along the path. The policy hears each new copy, root first, as
     ``CacheState.add_path_fa`` tells its listeners (lru hears nothing: no list is built)."""
-    if S.M[M_POLICY] == POLICY_LRU:
+    if S.M[M_POLICY] == POLICY_LRU or S.M[M_POLICY] == POLICY_DYNAMIC_RANDOM:   # they hear nothing
         _add_path_fa_bits(S, t, path, lo, hi, only_absent_bit)
         return
     added = [np.int64(0) for _ in range(0)]
@@ -1510,7 +1692,7 @@ def _fastest(r):
 
 
 @njit(cache=True, inline="always")
-def _step(S, path, counting, R, j):
+def _step(S, path, counting, R, j, now):
     M = S.M
     res = S.res
     seq = M[M_SEQ] + 1
@@ -1519,6 +1701,8 @@ def _step(S, path, counting, R, j):
     M[M_WR] = 0
     if M[M_POLICY] == POLICY_LRU_K:
         _lk_tick(S)
+    elif M[M_POLICY] == POLICY_DYNAMIC_RANDOM:
+        _dr_tick(S, now)
     has_state = M[M_HAS_STATE] != 0
     fab = M[M_FAB]
     m = len(path)
@@ -1668,9 +1852,9 @@ def _step(S, path, counting, R, j):
 
 
 @njit(cache=True)
-def replay(S, offsets, idx, counted, j0, R):
-    """Requests ``idx[j0:]`` (trace request ids; paths ``flat[offsets[i]:offsets[i+1]]``), one
-    row of ``R`` each. Returns the index of the first request not processed: ``len(idx)``, or
+def replay(S, offsets, idx, counted, arrival, j0, R):
+    """Requests ``idx[j0:]`` (trace request ids; paths ``flat[offsets[i]:offsets[i+1]]``, arrival
+    times ``arrival[i]``), one row of ``R`` each. Returns the index of the first request not processed: ``len(idx)``, or
     earlier when a log or heap asks to grow (``M[M_GROW]``) before a request could start.
 
     The state goes to the helpers as borrowed views (:mod:`cluster_sim._nrt`): every helper that
@@ -1681,12 +1865,12 @@ def replay(S, offsets, idx, counted, j0, R):
                     borrow(S.dcnt), borrow(S.dany), borrow(S.cred), borrow(S.cred_any), borrow(S.sb),
                     borrow(S.parent), borrow(S.depth), borrow(S.anchor), borrow(S.flat), borrow(S.log_p),
                     borrow(S.log_s), borrow(S.heap_s), borrow(S.heap_p), borrow(S.hoff), borrow(S.hcap),
-                    borrow(S.hn), borrow(S.wpos), borrow(S.wfront), borrow(S.PX))
-    return _replay(B, borrow(offsets), borrow(idx), borrow(counted), j0, borrow(R))
+                    borrow(S.hn), borrow(S.wpos), borrow(S.wfront), borrow(S.PX), borrow(S.FX), S.rng)
+    return _replay(B, borrow(offsets), borrow(idx), borrow(counted), borrow(arrival), j0, borrow(R))
 
 
 @njit(cache=True)
-def _replay(S, offsets, idx, counted, j0, R):
+def _replay(S, offsets, idx, counted, arrival, j0, R):
     M = S.M
     for j in range(j0, len(idx)):
         i = idx[j]
@@ -1709,9 +1893,16 @@ def _replay(S, offsets, idx, counted, j0, R):
             M[M_GROW] |= GROW_OUT
         if 2 * M[M_AQMAX] > M[M_CAP_AQ]:
             M[M_GROW] |= GROW_AQ
+        if M[M_POLICY] == POLICY_DYNAMIC_RANDOM:
+            # a selection's draws and decisions: at most 4 per candidate (every payload in DRAM or
+            # HBM, and this request's), the buffer at most 5119 draws at a selection's start
+            room = 4 * ((M[M_USED0] + M[M_USED1]) // M[M_DR_LO] + 2 * m + 2) + 64
+            M[M_DR_ROOM] = room
+            if M[M_DR_CAP] < FX_UB + 6144 + room or M[M_CAP_DEC] < room:
+                M[M_GROW] |= GROW_DR
         if M[M_GROW] != 0:
             return j
-        _step(S, S.flat[a:b], 1 if counted[j] else 0, R, j)
+        _step(S, S.flat[a:b], 1 if counted[j] else 0, R, j, arrival[i])
     return len(idx)
 
 

@@ -292,6 +292,8 @@ class GandalfPolicy(Policy):
             self.pop_r[b] += 1
         if changed:
             self.pop_p = [(r + 1.0) / (n + 2.0) for r, n in zip(self.pop_r, self.pop_n)]
+            if self._jit is not None:
+                self._popp_a[:] = self.pop_p
 
     def _fa_e0(self, p: int, tl: float) -> float:
         """E_hits of FA payload ``p`` at its last touch ``tl`` (before decay)."""
@@ -960,6 +962,11 @@ class GandalfPolicy(Policy):
         self._E_a = self.est.E if self.est is not None else np.zeros(1)
         self._K = np.zeros(len(COUNTERS), dtype=np.int64)
         self._G = np.zeros(2, dtype=np.int64)
+        self._popp_a = np.asarray(self.pop_p, dtype=np.float64)
+        # the kernels' leading arguments: arrays updated in place, so built once
+        self._Stup = (self._tf_a, self._tl_a, self._hits_a, self._sz_a, self.state_demands, self._popp_a,
+                      self._crc_a, self._crc_cum_a, self._E_a)
+        self._ev_args = (*self._C, *self._Stup, P, F, *self.cand.tup, *self.ssd_heap.tup)
 
         def tent():
             return (np.zeros(U, dtype=np.int64), np.zeros(U, dtype=np.int64), np.zeros(U, dtype=np.int64),
@@ -997,8 +1004,7 @@ class GandalfPolicy(Policy):
         return out
 
     def _S(self):
-        return (self._tf_a, self._tl_a, self._hits_a, self._sz_a, self.state_demands,
-                np.asarray(self.pop_p, dtype=np.float64), self._crc_a, self._crc_cum_a, self._E_a)
+        return self._Stup
 
     def _jit_rekey(self, ps) -> None:
         self._jit_events(2, DRAM, np.asarray(ps, dtype=np.int64), _NO_PLAN)
@@ -1013,8 +1019,7 @@ class GandalfPolicy(Policy):
         P[J.A_CWNOW] = self._cw(self.now)
         P[J.A_NCKPT], P[J.A_NDEM], P[J.A_NDEM2] = self.n_ckpt, self.n_demanded, self.n_demanded_twice
         self._F[J.F_CUR] = self.st.cur
-        J.events_flat(*self._C, *self._S(), P, self._F, *self.cand.tup, *self.ssd_heap.tup, what, tier,
-                      float(self.now), a, b)
+        J.events_flat(*self._ev_args, what, tier, float(self.now), a, b)
 
     def counters(self):
         if self._jit is not None:
