@@ -278,7 +278,7 @@ class CompiledNode:
         self._args = (chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens, model, hardware, policy)
         self._kw = {"node_index": node_index, "log_capacity": log_capacity, "heap_capacity": heap_capacity,
                     "params": params, "replays_per_day_scale": replays_per_day_scale}
-        self.rpd_scale = float(replays_per_day_scale or 1.0)
+        self.rpd_scale = replays_per_day_scale
         self.future_idx = None if future_idx is None else np.asarray(future_idx, dtype=np.int64)
         self.needs_future = bool(policy_class(policy).needs_future)
         self._passes_pending = self.needs_future
@@ -430,14 +430,11 @@ class CompiledNode:
         J = self.J
         if self.policy_name != "dynamic_random":
             return np.zeros(1, dtype=np.float64)
+        from ..policies.dynamic_random import write_budget
         p = self.params
-        per_day = float(p.target_bytes_per_day) if p.target_bytes_per_day is not None else \
-            hw.ssd.dwpd * hw.ssd_bytes / self.rpd_scale
         FX = np.zeros(J.FX_UB + 8192, dtype=np.float64)
         FX[J.FX_FACTOR] = p.probability_seed
-        FX[J.FX_TARGET] = per_day / J.DAY
-        FX[J.FX_MAXRATE] = float(p.max_rate_bytes_per_s) if p.max_rate_bytes_per_s is not None else \
-            float(hw.ssd_write_bytes_per_s)
+        FX[J.FX_TARGET], FX[J.FX_MAXRATE] = write_budget(p, hw, self.rpd_scale)
         FX[J.FX_CW] = p.change_window
         FX[J.FX_FMIN] = p.prob_factor_min
         FX[J.FX_FMAX] = p.prob_factor_max

@@ -76,6 +76,18 @@ class DynamicRandomParams:
                                                            f"got {self.prob_factor_max!r}")
 
 
+def write_budget(params: DynamicRandomParams, hw, replays_per_day_scale: float = 1.0) -> tuple[float, float]:
+    """(target write rate, rate cap) in bytes per simulated second: ``target_bytes_per_day``, or
+    the drive's endurance ``dwpd x ssd_bytes`` divided by the workload's replays-per-day scale;
+    ``max_rate_bytes_per_s``, or the drive's write bandwidth (the compiled engine uses it too)."""
+    if params.target_bytes_per_day is not None:
+        per_day = float(params.target_bytes_per_day)
+    else:
+        per_day = hw.ssd.dwpd * hw.ssd_bytes / float(replays_per_day_scale or 1.0)
+    cap = params.max_rate_bytes_per_s
+    return per_day / DAY, float(hw.ssd_write_bytes_per_s) if cap is None else cap
+
+
 class DynamicRandomPolicy(Policy):
     name = "dynamic_random"
     Params = DynamicRandomParams
@@ -97,14 +109,7 @@ class DynamicRandomPolicy(Policy):
         super().bind(ctx)
         st = self.st
         hw = ctx.hardware
-        if self.target_bytes_per_day is not None:
-            per_day = float(self.target_bytes_per_day)
-        else:
-            scale = float(getattr(ctx, "replays_per_day_scale", 1.0) or 1.0)
-            per_day = hw.ssd.dwpd * hw.ssd_bytes / scale
-        self.target_rate = per_day / DAY
-        if self.max_rate is None:
-            self.max_rate = float(hw.ssd_write_bytes_per_s)
+        self.target_rate, self.max_rate = write_budget(self.params, hw, getattr(ctx, "replays_per_day_scale", 1.0))
         self.walkers = {DRAM: st.new_lru(DRAM), SSD: st.new_lru(SSD)}
         self.tally = VictimTally()
         self.factor = self.factor0

@@ -214,12 +214,16 @@ class _EventReuse:
         self._begin(qs, now, np.full(len(qs), self.st_class(stop, sub, False, self.turn[qs[0]]), dtype=np.int32))
         return self._lowered(qs, now)
 
+    def _refit_due(self) -> bool:
+        """A refit is due at this request (once every ``refit_requests``, after the first ones)."""
+        return self.seen >= self.first_refit and (self.seen - self.first_refit) % self.refit_requests == 0 \
+            and self.seen != getattr(self, "_last_refit", -1)
+
     def tick(self, now: float, res: np.ndarray) -> np.ndarray | None:
         """Due bin crossings and refits (``res``: residency per payload). Returns payloads whose
         E went down, or ``None`` when every resident payload was re-evaluated (a refit: the
         caller re-keys everything)."""
-        if self.seen >= self.first_refit and (self.seen - self.first_refit) % self.refit_requests == 0 \
-                and self.seen != getattr(self, "_last_refit", -1):
+        if self._refit_due():
             self._last_refit = self.seen
             self.refit(now)
             live = np.flatnonzero(~np.isnan(self.start) & (res != 0))
@@ -437,8 +441,7 @@ class CompiledHintsReuse(HintsReuse):
                               turn)
 
     def tick(self, now, res):
-        if self.seen >= self.first_refit and (self.seen - self.first_refit) % self.refit_requests == 0 \
-                and self.seen != getattr(self, "_last_refit", -1):
+        if self._refit_due():
             return super().tick(now, res)           # the refit: interpreted, shared
         return self.J.tick(self.E, self.start, self.cls, self.grp, self.Q, self.gbuf, self.gs, self.gn, self.gt0,
                            self.evt, self.evg, self.evb, self.GM, res, float(now))
