@@ -172,3 +172,45 @@ def test_rechain_detection_with_the_sentinel_hash_falls_back_exactly():
         off = np.cumsum([0] + [len(s) for s in seqs])
         vals = np.array([v for s in seqs for v in s], dtype=np.uint64)
         assert find_conflict(off, vals, batch=1) == _find_conflict_whole(off, vals)
+
+
+def test_every_reader_and_a_run_work_without_pandas(tmp_path):
+    """A plain install (mlflow-skinny) has no pandas. pyarrow imports it for some conversions
+    (``DataType.to_pandas_dtype``), which once broke converting the WEKA trace on a fresh machine.
+    Here every reader and a simulation run in a process where ``import pandas`` fails."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cc = tmp_path / "cc.jsonl"
+    cc.write_text("\n".join(json.dumps({"id": s, "block_size": 64, "requests": [
+        {"t": 0.0, "type": "n", "in": 128, "out": 5, "hash_ids": [1, 2], "stop": "tool_use"},
+        {"t": 9.0, "type": "subagent", "requests": [{"t": 0.0, "type": "n", "in": 64, "out": 1, "hash_ids": [9]}]},
+        {"t": 20.0, "type": "n", "in": 192, "out": 5, "hash_ids": [1, 2, 3], "stop": "end_turn"}]})
+        for s in ("a", "b")) + "\n")
+    mc = tmp_path / "mc.jsonl"
+    mc.write_text("".join(json.dumps({"timestamp": 1000 * i, "input_length": 1030, "output_length": 5,
+                                      "hash_ids": [0, 1, i]}) + "\n" for i in range(4)))
+    azure = Path(__file__).parent / "fixtures" / "azure_small.csv"
+    script = f"""
+import sys
+class NoPandas:                       # import pandas -> ModuleNotFoundError, as on a plain install
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError("No module named 'pandas'")
+sys.meta_path.insert(0, NoPandas())
+import cluster_sim
+from cluster_sim.trace.claude_code import read_claude_code
+from cluster_sim.trace.mooncake import read_mooncake
+from cluster_sim.trace.azure import read_azure_workload
+assert read_claude_code({str(cc)!r}).num_rows == 6
+assert read_mooncake({str(mc)!r}).num_rows == 4
+assert read_azure_workload({str(azure)!r}, None, 0).num_rows > 0
+s = cluster_sim.run(cluster_sim.compose(["workload=claude_code", "workload.path={cc}", "workload.cache=false",
+                                         "tracking.enabled=false", "cache.chunk_tokens=64"]), write=False)
+assert s.fleet["requests"] == 6, s.fleet["requests"]
+print("ok")
+"""
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stderr[-3000:]

@@ -163,7 +163,9 @@ def build_table(
             if isinstance(arr, pa.ChunkedArray):
                 arr = arr.combine_chunks()
         elif isinstance(values, np.ndarray) and values.dtype.kind in "iu":
-            arr = pa.array(_ints(name, values, arrow_type.to_pandas_dtype()), type=arrow_type)
+            # np.dtype("int64"), not arrow_type.to_pandas_dtype(): pyarrow imports pandas for that,
+            # which a plain install (mlflow-skinny) does not bring (decision 125)
+            arr = pa.array(_ints(name, values, np.dtype(str(arrow_type))), type=arrow_type)
         else:
             arr = pa.array(list(values), type=arrow_type)
         if len(arr) != n:
