@@ -32,3 +32,16 @@ class CompileTimer:
 
 def start() -> CompileTimer:
     return CompileTimer().start()
+
+
+def cached(module_file: str, stem: str) -> bool:
+    """Whether numba's cache holds an index (``<stem>*.nbi``) for a kernel of the module at
+    ``module_file``: beside it (``__pycache__``, numba's default) or under ``$NUMBA_CACHE_DIR``.
+    Used only to decide whether to print a compile notice."""
+    import os
+    from pathlib import Path
+
+    if any((Path(module_file).resolve().parent / "__pycache__").glob(f"{stem}*.nbi")):
+        return True
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    return bool(root) and any(Path(root).rglob(f"{stem}*.nbi"))

@@ -161,3 +161,33 @@ def test_batched_events_give_the_same_run_on_the_default_trace_as_per_event_deli
     for name in ("on_enter_many", "on_leave_many", "on_leaf_events"):
         monkeypatch.delattr(GandalfPolicy, name)
     assert run("python") == batched
+
+
+def test_the_compile_notice_names_every_gandalf_kernel_and_follows_numbas_cache_dir(tmp_path, monkeypatch, capsys):
+    """The notice is printed when either of Gandalf's kernel modules (victim selection, reuse
+    estimator) has no cache index, and the cache check looks under ``$NUMBA_CACHE_DIR`` too."""
+    from cluster_sim import jit_timing
+    from cluster_sim.policies import gandalf
+
+    fake = tmp_path / "pkg" / "mod.py"
+    fake.parent.mkdir()
+    fake.write_text("")
+    assert not jit_timing.cached(str(fake), "mod.kernel-")
+    sub = tmp_path / "nbc" / "pkg_0123"
+    sub.mkdir(parents=True)
+    (sub / "mod.kernel-12.py311.nbi").write_bytes(b"")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "nbc"))
+    assert jit_timing.cached(str(fake), "mod.kernel-")
+    assert not jit_timing.cached(str(fake), "mod.other-")
+
+    seen = []
+    monkeypatch.setattr(gandalf, "cached", lambda f, stem: seen.append(stem) or "_reuse_jit" not in stem)
+    gandalf._import_jit.cache_clear()
+    try:
+        J, err = gandalf._import_jit()
+        assert err is None and J is not None
+    finally:
+        gandalf._import_jit.cache_clear()
+    line = capsys.readouterr().err.strip()
+    assert "compiling Gandalf's kernels" in line and f"about {gandalf.GANDALF_COMPILE_S} s" in line
+    assert len(line.splitlines()) == 1 and any("_reuse_jit" in s for s in seen)

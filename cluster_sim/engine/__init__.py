@@ -135,8 +135,9 @@ def resolve(engine: str, policy: str, hardware_list, kv_events: bool, params=Non
 
 
 def _cached() -> bool:
-    here = Path(__file__).resolve().parent / "__pycache__"
-    return any(here.glob("_jit.replay-*.nbi"))
+    from ..jit_timing import cached
+
+    return cached(__file__, "_jit.replay-")
 
 
 def compile_notice() -> str | None:
