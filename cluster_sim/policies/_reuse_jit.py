@@ -305,3 +305,17 @@ def tick(E, start, cls, grp, Q, gbuf, gs, gn, gt0, evt, evg, evb, GM, res, now):
     out = np.empty(due_n, dtype=np.int64)
     k = _lowered(A, Q, due, due_n, now, out, 0)
     return out[:k]
+
+
+@njit(cache=True)
+def renumber_threads(threads, remap):
+    """Each thread's last group through ``remap`` (old id -> new id, -1: gone); a thread whose
+    group is gone is forgotten (the kernels treat both alike: no previous request to supersede)."""
+    gone = [np.int64(0) for _ in range(0)]
+    for k, g in threads.items():
+        if g < 0 or remap[g] < 0:
+            gone.append(k)
+        else:
+            threads[k] = remap[g]
+    for k in gone:
+        del threads[k]

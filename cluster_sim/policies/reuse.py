@@ -381,6 +381,8 @@ class CompiledHintsReuse(HintsReuse):
         self.evb = np.zeros(1024, dtype=np.int64)
         self.GM = np.zeros(J.N_GM, dtype=np.int64)
         self.jthreads = Dict.empty(key_type=types.int64, value_type=types.int64)
+        self._gmin = 1024          # the least length of the group and re-evaluation arrays
+        self.gid_base = 0          # groups forgotten by _renumber: groups made = gid_base + GM[G_NEXT]
 
     def _room(self) -> None:
         """Room for one more call: members, groups and scheduled re-evaluations."""
@@ -388,6 +390,9 @@ class CompiledHintsReuse(HintsReuse):
         if GM[J.G_USED] + self._room_need > len(self.gbuf):
             self._compact()
         ng = int(GM[J.G_NEXT])
+        if ng + 4 > len(self.gs) and 2 * int(np.count_nonzero(self.gn[:ng] >= 0)) <= ng:
+            self._renumber()
+            ng = int(GM[J.G_NEXT])
         if ng + 4 > len(self.gs):
             n = 2 * len(self.gs)
             self.gs = np.concatenate([self.gs, np.zeros(n - len(self.gs), dtype=np.int64)])
@@ -416,6 +421,41 @@ class CompiledHintsReuse(HintsReuse):
         self.gbuf = buf
         self.gs[live] = new_off
         GM[J.G_USED] = total
+
+    def _renumber(self) -> None:
+        """Give the live groups the ids 0, 1, ... in their order, and forget the gone ones (their
+        ids, scheduled re-evaluations and threads), so that the group arrays hold the live
+        groups, not every group ever made. Every use of an id compares it with a live group's or
+        orders re-evaluations by it, and the renumbering keeps the order: the estimates and the
+        order of re-evaluations are unchanged (tests/test_reuse_jit.py)."""
+        J, GM = self.J, self.GM
+        ng = int(GM[J.G_NEXT])
+        alive = self.gn[:ng] >= 0
+        live = np.flatnonzero(alive)
+        k = len(live)
+        remap = np.full(ng, -1, dtype=np.int64)
+        remap[live] = np.arange(k, dtype=np.int64)
+        g = self.grp
+        m = g >= 0
+        new = remap[g[m]]
+        g[m] = np.where(new >= 0, new, -2)            # -2: a reference whose group is gone
+        ne = int(GM[J.G_EVN])
+        eg = self.evg[:ne]
+        keep = alive[eg]
+        t, eg, eb = self.evt[:ne][keep], remap[eg[keep]], self.evb[:ne][keep]
+        order = np.lexsort((eb, eg, t))               # a sorted array is a heap, popping in the same order
+        cap = max(self._gmin, 2 * (len(t) + 4))
+        self.evt, self.evg, self.evb = (np.zeros(cap), np.zeros(cap, dtype=np.int64),
+                                        np.zeros(cap, dtype=np.int64))
+        self.evt[:len(t)], self.evg[:len(t)], self.evb[:len(t)] = t[order], eg[order], eb[order]
+        cap = max(self._gmin, 2 * (k + 4))
+        gs, gn, gt0 = np.zeros(cap, dtype=np.int64), np.full(cap, -1, dtype=np.int64), np.zeros(cap)
+        gs[:k], gn[:k], gt0[:k] = self.gs[live], self.gn[live], self.gt0[live]
+        self.gs, self.gn, self.gt0 = gs, gn, gt0
+        J.renumber_threads(self.jthreads, remap)
+        self.gid_base += ng - k
+        GM[J.G_NEXT] = k
+        GM[J.G_EVN] = len(t)
 
     def access(self, path, state, now, meta):
         self.seen += 1
