@@ -271,6 +271,10 @@ def _prepare_uncached(cfg: SimConfig, *, stream: bool = True):
         rp = resolve_trace_path(cfg.workload.path)
         tpath = str(rp)
         sha = source_sha256(rp)
+    # the table is no longer needed: hand what Arrow's pool keeps of it back to the OS now, before
+    # the replay allocates (the pool returns freed pages only after a delay otherwise)
+    del table
+    pa.default_memory_pool().release_unused()
     return trace, tpath, sha, rechained
 
 

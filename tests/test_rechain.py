@@ -162,3 +162,69 @@ def test_rechain_does_not_move_the_config_hash():
 def test_the_real_mooncake_trace_is_prefix_chained(mooncake_table):
     from cluster_sim.trace.rechain import _lists
     assert find_conflict(*_lists(mooncake_table)) is None, MOONCAKE
+
+
+def _cc_sessions(path, scope):
+    def req(t, ids):
+        return {"t": t, "type": "n", "in": 64 * len(ids), "out": 1, "hash_ids": ids}
+    sessions = [{"id": "a", "hash_id_scope": scope, "requests": [req(0, [1, 2]), req(1, [1, 2, 3])]},
+                {"id": "b", "hash_id_scope": scope, "requests": [req(0, [7, 2]), req(1, [7, 2, 3])]},
+                {"id": "c", "hash_id_scope": scope, "requests": [req(0, [5]), req(3, [5, 6])]}]
+    # each session alone is chained; across sessions 2 follows 1 and 7: chained only with local ids
+    path.write_text("".join(json.dumps(s) + "\n" for s in sessions))
+    return path
+
+
+@pytest.mark.parametrize("scope", ["local", "global"])
+def test_the_trace_cache_keeps_the_chained_verdict_and_a_run_trusts_only_a_true_one(tmp_path, monkeypatch, scope):
+    """Decision 127: the converted trace carries whether its hashes are chained. A ``true`` verdict
+    spares ``workload.rechain=auto`` its detection on every later run, whatever the placement or
+    the cut; a ``false`` one is not trusted for a cut (which may be chained); the prepared trace
+    and every figure are those of a run without the cache."""
+    from cluster_sim.api import _prepare_uncached
+    from cluster_sim.config import SimConfig
+    from cluster_sim.trace import rechain
+
+    monkeypatch.setenv("CLUSTER_SIM_CACHE", str(tmp_path / "cache"))
+    path = _cc_sessions(tmp_path / f"{scope}.jsonl", scope)
+    looked = []
+    real = rechain._chained
+    monkeypatch.setattr(rechain, "_chained", lambda col, *a, **k: looked.append(1) or real(col, *a, **k))
+    base = ["workload=claude_code", f"workload.path={path}", "cache.chunk_tokens=64", *FA_ONLY, *QUIET]
+
+    def prep(*extra):
+        looked.clear()
+        trace, _, _, rechained = _prepare_uncached(SimConfig.from_mapping(cluster_sim.compose([*base, *extra])))
+        return trace, rechained, len(looked)
+
+    first, r1, n1 = prep()                       # converts: the verdict is computed with the conversion ...
+    assert n1 == (1 if scope == "local" else 2)  # ... and only a chained one spares the run's own look
+    again, r2, n2 = prep()                       # from the cache
+    assert r2 == r1 == (scope == "global")
+    # chained (local ids): no second look; not chained (global ids): the whole trace is looked at again
+    assert n2 == (0 if scope == "local" else 1)
+    cut, _, n3 = prep("workload.limit_requests=1", "workload.placement=lanes", "workload.lanes=1")
+    assert n3 == (0 if scope == "local" else 1)
+    uncached, r4, _ = prep("workload.cache=false")
+    assert r4 == r1
+    for name in ("flat", "parent", "depth", "anchor"):
+        assert np.array_equal(getattr(again, name), getattr(uncached, name)), name
+        assert np.array_equal(getattr(first, name), getattr(uncached, name)), name
+    s = cluster_sim.run(cluster_sim.compose(base), write=False)
+    t = cluster_sim.run(cluster_sim.compose([*base, "workload.cache=false"]), write=False)
+    assert {k: v for k, v in s.fleet.items() if not k.startswith("sim_")} == \
+        {k: v for k, v in t.fleet.items() if not k.startswith("sim_")}
+
+
+def test_a_chained_verdict_holds_for_any_order_and_subset_of_the_requests():
+    """What the cached verdict relies on: chained-ness does not depend on the requests' order,
+    and a subset of a chained trace is chained."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        rows = [list(rng.integers(0, 6, rng.integers(1, 5))) for _ in range(rng.integers(1, 8))]
+        chained = find_conflict(*_offsets(rows)) is None
+        perm = [rows[i] for i in rng.permutation(len(rows))]
+        assert (find_conflict(*_offsets(perm)) is None) == chained
+        if chained:
+            sub = [r for r in perm if rng.random() < 0.5] or perm[:1]
+            assert find_conflict(*_offsets(sub)) is None

@@ -50,7 +50,7 @@ from cluster_sim.trace.files import source_sha256
 __all__ = ["cache_dir", "cache_key", "cache_path", "cached_table", "READER_VERSIONS", "ENV_VAR"]
 
 ENV_VAR = "CLUSTER_SIM_CACHE"
-READER_VERSIONS = {"claude_code": 2, "mooncake": 1}   # claude_code 2: request-level signals
+READER_VERSIONS = {"claude_code": 3, "mooncake": 2}   # claude_code 2: request-level signals; 3 and 2: the chained verdict
 _KEY_META = b"cache_key"
 _SUFFIX = ".arrow"
 _DIGEST_SUFFIX = ".sha256"

@@ -66,12 +66,15 @@ def read_workload(wl, seed: int) -> pa.Table:
         from .mooncake import read_mooncake
         from .schema import conform_table, validate_table
 
-        return conform_table(cached_table("mooncake", path, {}, lambda: read_mooncake(path),
+        from .rechain import with_chained_verdict
+
+        return conform_table(cached_table("mooncake", path, {}, lambda: with_chained_verdict(read_mooncake(path)),
                                           validate=validate_table, enabled=opts.get("cache", True)))
     if fmt == "claude_code":
         from .cache import cached_table
         from .claude_code import read_claude_code, validate_table_unplaced
         from .placement import place_sessions, placement_from_options
+        from .rechain import with_chained_verdict
         from .schema import conform_table
 
         placement = placement_from_options(opts, seed)   # validate before the slow read
@@ -79,7 +82,7 @@ def read_workload(wl, seed: int) -> pa.Table:
         if scope is not None and scope not in ("local", "global"):
             raise ConfigError("workload.hash_id_scope_override", f"must be local, global or null; got {scope!r}")
         unplaced = cached_table("claude_code", path, {"hash_id_scope_override": scope},
-                                lambda: read_claude_code(path, hash_id_scope_override=scope),
+                                lambda: with_chained_verdict(read_claude_code(path, hash_id_scope_override=scope)),
                                 validate=validate_table_unplaced, enabled=opts.get("cache", True))
         return place_sessions(conform_table(unplaced), placement)
     if fmt == "azure":
@@ -125,12 +128,14 @@ def apply_filters(table: pa.Table, wl) -> pa.Table:
 
 def load_workload(wl, seed: int) -> pa.Table:
     """Read, filter (§1) and, where the hashes are not prefix-chained, chain them (``workload.rechain``)."""
-    from .rechain import chain_table
+    from .rechain import chain_table, pop_chained_verdict
 
-    table = read_workload(wl, seed)
+    # a converted trace carries the cache's verdict on its hashes (taken off: the table is then
+    # exactly what it was before the verdict was cached)
+    table, known_chained = pop_chained_verdict(read_workload(wl, seed))
     if table.num_rows == 0:
         raise TraceError(wl.path or "<synthetic>", "the trace has no requests")
     table = apply_filters(table, wl)
     if table.num_rows == 0:
         raise TraceError(wl.path or "<synthetic>", "no requests left after workload.until_s / limit_requests")
-    return chain_table(table, getattr(wl, "rechain", "auto"), wl.path or "<synthetic>")
+    return chain_table(table, getattr(wl, "rechain", "auto"), wl.path or "<synthetic>", known_chained=known_chained)

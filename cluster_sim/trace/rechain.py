@@ -35,11 +35,37 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["MODES", "NO_PARENT", "RECHAINED_KEY", "find_conflict", "pairs_chained", "chain_hashes", "chain_table", "was_rechained"]
+__all__ = ["MODES", "NO_PARENT", "RECHAINED_KEY", "CHAINED_KEY", "with_chained_verdict", "pop_chained_verdict", "find_conflict", "pairs_chained", "chain_hashes", "chain_table", "was_rechained"]
 
 MODES = ("auto", "always", "never")
 #: schema metadata key set to ``true`` on a table whose hashes were chained here
 RECHAINED_KEY = b"block_hashes_rechained"
+#: schema metadata key of a converted trace (the trace cache): whether its hashes are prefix-chained
+CHAINED_KEY = b"block_hashes_chained"
+
+
+def with_chained_verdict(table: pa.Table) -> pa.Table:
+    """``table`` with :data:`CHAINED_KEY` set to whether its hashes are prefix-chained
+    (:func:`_chained`), so that the trace cache keeps the verdict with the converted trace.
+
+    Whether a trace is chained is a property of the set of its (hash, parent) pairs, not of the
+    requests' order, and every subset of a chained trace is chained. So a ``true`` verdict holds
+    for the trace after any placement of its sessions and any cut (``until_s``,
+    ``limit_requests``), and :func:`chain_table` need not look again; ``false`` says nothing
+    about a cut, which is checked as before (decision 127)."""
+    verdict = _chained(table.column("block_hashes")) if table.num_rows else True
+    meta = dict(table.schema.metadata or {})
+    meta[CHAINED_KEY] = b"true" if verdict else b"false"
+    return table.replace_schema_metadata(meta)
+
+
+def pop_chained_verdict(table: pa.Table) -> tuple[pa.Table, bool]:
+    """(``table`` without :data:`CHAINED_KEY`, whether it said the hashes are chained)."""
+    meta = dict(table.schema.metadata or {})
+    if CHAINED_KEY not in meta:
+        return table, False
+    known = meta.pop(CHAINED_KEY) == b"true"
+    return table.replace_schema_metadata(meta), known
 
 
 def _lists(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -285,12 +311,13 @@ def was_rechained(table: pa.Table) -> bool:
     return (table.schema.metadata or {}).get(RECHAINED_KEY) == b"true"
 
 
-def chain_table(table: pa.Table, mode: str, where: str, *, say=None) -> pa.Table:
+def chain_table(table: pa.Table, mode: str, where: str, *, say=None, known_chained: bool = False) -> pa.Table:
     """``table`` with prefix-chained ``block_hashes`` (``mode`` = ``workload.rechain``).
 
     ``where`` names the trace in the one-line notice (stderr, or ``say(line)``)
     printed when a trace is chained. The table's schema metadata then records
-    ``block_hashes_rechained = true``.
+    ``block_hashes_rechained = true``. ``known_chained``: the converted trace's cached verdict
+    said chained (:func:`with_chained_verdict`), so ``auto`` takes the hashes without looking.
     """
     if mode not in MODES:
         from cluster_sim.errors import ConfigError
@@ -298,7 +325,7 @@ def chain_table(table: pa.Table, mode: str, where: str, *, say=None) -> pa.Table
     if mode == "never" or table.num_rows == 0:
         return table
     if mode == "auto":
-        if _chained(table.column("block_hashes")):   # chunk by chunk: no copy of the hashes
+        if known_chained or _chained(table.column("block_hashes")):   # chunk by chunk: no copy of the hashes
             return table
         offsets, values = _lists(table)
         conflict = find_conflict(offsets, values)
