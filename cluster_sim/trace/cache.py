@@ -18,7 +18,9 @@ Parquet file it replaced took 3-9 s to decode and verify: decision 122).
   a changed source therefore never hits a stale entry.
 * **What.** The reader's output before any later step: for Claude Code the
   *unplaced* sessions (placement runs after the cache, so changing the
-  placement, its rate or the seed reuses the same entry).
+  placement, its rate or the seed reuses the same entry), with whether its
+  block hashes are prefix-chained (schema metadata ``block_hashes_chained``;
+  :func:`~cluster_sim.trace.rechain.with_chained_verdict`).
 * **Integrity.** Files are written to a temporary name and renamed into
   place (atomic), with a sidecar ``<name>.sha256`` holding the sha256 of the
   file's bytes, checked on every load (0.1 s for WEKA's 100 MB); a file that

@@ -13,7 +13,8 @@ a block's identity is its parent's identity combined with its own hash.
   hash follows the same hash (or starts its request). Arrow's hash-based
   dictionary encoding numbers the hashes in order of first appearance; each
   reference's parent is compared with the parent at the hash's first
-  appearance. About 2 s for the 94 M references of the full WEKA trace.
+  appearance. A converted trace (the trace cache) carries its verdict, and a
+  ``true`` one is trusted for any placement and cut (:func:`with_chained_verdict`).
 * **Chaining** (:func:`chain_hashes`, exact): position by position, the pair
   (parent's new id, own hash) is interned to a dense new id (position 0: the
   hash alone). Two references get the same new id exactly when their whole
