@@ -64,7 +64,8 @@ SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through
                       "dynamic_random")
 _MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
 _TIER_KEYS = ("hbm", "dram", "ssd")
-EXPECTED_COMPILE_S = 150
+#: a fresh compile of every kernel (_warm_up) on the 2-core machines here: 134 s on one, 309 s on another
+EXPECTED_COMPILE_S = "150-300"
 
 
 def numba_available() -> tuple[bool, str | None]:
