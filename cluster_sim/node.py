@@ -252,7 +252,7 @@ class NodeSim:
         if load_q:
             st.add_state(q, t)
         if st.used[t] > st.cap[t]:
-            order = [int(fa_of(c)) for c in path[:h][mask]]
+            order = fa_of(path[:h][mask].astype(np.int64)).tolist()
             if load_q:
                 order.append(q)
             self._resolve_or_trim(t, order, count_skipped=False)
@@ -398,10 +398,14 @@ class NodeSim:
         only). If ``dest`` cannot make room, the move is undone and False returned."""
         st = self.st
         bit, dbit = BIT[t], BIT[dest]
-        ps = [p for p in ps if st.res[p] & bit]
-        if not ps:
+        arr = np.asarray(ps, dtype=np.int64)
+        r = st.res[arr]
+        keep = (r & bit) != 0
+        arr = arr[keep]
+        if not len(arr):
             return True
-        new = [p for p in ps if not st.res[p] & dbit]
+        ps = arr.tolist()
+        new = arr[(r[keep] & dbit) == 0].tolist()
         if new:
             if dest == SSD:
                 for p in new:
