@@ -143,7 +143,11 @@ def _errors(err: str) -> list[str]:
 def test_a_fleet_joins_the_cluster_by_address_and_matches_in_process(head, tmp_path):
     # RAY_AUTH_MODE unset, the token in RAY_AUTH_TOKEN: the token mode is found, not required
     env = head.env(tmp_path, RAY_AUTH_TOKEN=head.token)
-    fleet = ["fleet.nodes=3", "fleet.router=session_affinity", *SMALL, "tracking.enabled=false"]
+    # the interpreted engine on both sides: the shipped package has no numba cache, so compiled
+    # actors would spend 2-5 min compiling (docs/cluster.md); the engines' identity on Ray actors
+    # is tested in test_fleet.py, and this test is about joining, authentication and shipping
+    fleet = ["fleet.nodes=3", "fleet.router=session_affinity", *SMALL, "tracking.enabled=false",
+             "cache.engine=python"]
     p = cli("fleet.backend=ray", f"fleet.ray_address={head.address}", "fleet.ray_workers=2", *fleet,
             f"output.dir={tmp_path}/ray", cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
