@@ -25,7 +25,10 @@ import pytest
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = ["workload.limit_requests=300", "report.figures=false"]
+# the interpreted engine: a package shipped to the cluster has no numba cache, so compiled workers
+# would each spend 2-5 min compiling (docs/cluster.md), whichever test came first; the engines'
+# identity on Ray actors is tested in test_fleet.py, and these tests are about joining, auth and shipping
+SMALL = ["workload.limit_requests=300", "report.figures=false", "cache.engine=python"]
 AUTH = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")
 
 
@@ -143,11 +146,7 @@ def _errors(err: str) -> list[str]:
 def test_a_fleet_joins_the_cluster_by_address_and_matches_in_process(head, tmp_path):
     # RAY_AUTH_MODE unset, the token in RAY_AUTH_TOKEN: the token mode is found, not required
     env = head.env(tmp_path, RAY_AUTH_TOKEN=head.token)
-    # the interpreted engine on both sides: the shipped package has no numba cache, so compiled
-    # actors would spend 2-5 min compiling (docs/cluster.md); the engines' identity on Ray actors
-    # is tested in test_fleet.py, and this test is about joining, authentication and shipping
-    fleet = ["fleet.nodes=3", "fleet.router=session_affinity", *SMALL, "tracking.enabled=false",
-             "cache.engine=python"]
+    fleet = ["fleet.nodes=3", "fleet.router=session_affinity", *SMALL, "tracking.enabled=false"]
     p = cli("fleet.backend=ray", f"fleet.ray_address={head.address}", "fleet.ray_workers=2", *fleet,
             f"output.dir={tmp_path}/ray", cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
