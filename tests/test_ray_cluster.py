@@ -134,7 +134,7 @@ def head():
         assert not left, f"the head's processes outlived SIGTERM: {left}"
 
 
-def cli(*args, cwd, env, timeout=900):   # a guard against hangs: shipped workers compile the engine (~150-250 s)
+def cli(*args, cwd, env, timeout=900):   # a guard against hangs (a shipped worker compiling the engine took ~5 min)
     return subprocess.run([sys.executable, "-m", "cluster_sim.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
