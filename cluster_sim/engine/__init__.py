@@ -61,7 +61,7 @@ __all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports
 
 ENGINES = ("auto", "numba", "python")
 SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective", "lru_k", "hot_prefix",
-                      "dynamic_random")
+                      "dynamic_random", "oracle")
 _MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
 _TIER_KEYS = ("hbm", "dram", "ssd")
 #: a fresh compile of every kernel (_warm_up) on the 2-core machines here: 134 s on one, 309 s on another
@@ -323,11 +323,21 @@ class CompiledNode:
         M[J.M_POLICY] = {"lru": J.POLICY_LRU, "oracle_admission": J.POLICY_ORACLE_ADM,
                          "write_through": J.POLICY_WRITE_THROUGH,
                          "write_through_selective": J.POLICY_WRITE_THROUGH, "lru_k": J.POLICY_LRU_K,
-                         "hot_prefix": J.POLICY_HOT_PREFIX, "dynamic_random": J.POLICY_DYNAMIC_RANDOM}[policy]
+                         "hot_prefix": J.POLICY_HOT_PREFIX, "dynamic_random": J.POLICY_DYNAMIC_RANDOM,
+                         "oracle": J.POLICY_ORACLE}[policy]
         M[J.M_THRESH] = int(getattr(params, "threshold", 1))
         if policy == "hot_prefix":
             # heat without decay is a whole count, so heat >= f is count >= ceil(f)
             M[J.M_THRESH] = math.ceil(float(params.f))
+        if policy == "oracle":
+            M[J.M_KEYED] = 1          # its DRAM and SSD queues are keyed by next use (_jit._or_*)
+            # the reference orders candidates by (-next use, -size, payload): sizes as ranks,
+            # 0 the largest, so that one int64 key orders as its tuples
+            distinct = np.unique(np.concatenate([[fab], sb_seen]))[::-1] if has_state else np.array([fab])
+            M[J.M_OR_NSZ] = len(distinct)
+            rank = {int(v): i for i, v in enumerate(distinct.tolist())}
+            M[J.M_OR_FARANK] = rank[fab]
+            self._or_szr = np.array([rank.get(int(v), 0) for v in sb.tolist()], dtype=np.int64)
         if policy == "lru_k":
             K = int(params.k)
             M[J.M_KEYED] = 1
@@ -375,7 +385,8 @@ class CompiledNode:
 
     _out_room = None        # tests: the outcome log's room per request (None: a tier's worth)
     # the policy's segments of PX, in order, and their offsets in M
-    _SEGMENTS = ("A", "B", "NFA", "NST", "W", "FOFF", "FNFA", "FNST", "LAB", "OUT", "AQ", "LK", "PEND", "DEC")
+    _SEGMENTS = ("A", "B", "NFA", "NST", "W", "FOFF", "FNFA", "FNST", "LAB", "OUT", "AQ", "LK", "PEND", "DEC", "SU",
+                 "FEN", "FK", "G", "SZR")
 
     def _policy_arrays(self, U: int, bound: list) -> dict:
         """The policy's part of the state: one int64 array ``PX`` of segments (empty where the
@@ -390,7 +401,12 @@ class CompiledNode:
         the request of LAST, residency status, ghost-list links, canonical keys in DRAM and in
         the SSD: ``_jit.LK_*``), ``PEND`` the payloads a request referenced while absent;
         dynamic_random: ``A`` the selection that last counted a payload's decision, ``DEC`` the
-        decisions of the selection under way (``2 * payload + admitted``)."""
+        decisions of the selection under way (``2 * payload + admitted``); oracle: ``A`` / ``B``
+        the key of each payload in the DRAM / SSD queue (-1: not in it), ``FK`` the next use its
+        SSD bytes are filed under, ``G`` per chunk the request that last guarded it, ``SZR`` the
+        size rank of a STATE by depth, and from :meth:`set_future` ``NFA`` / ``NST``, ``FOFF`` /
+        ``FNFA`` / ``FNST``, ``SU`` (the chunk whose STATE each request uses) and ``FEN`` (the
+        Fenwick tree of SSD bytes by next use)."""
         J = self.J
         z = np.zeros(0, dtype=np.int64)
         seg = {k: z for k in self._SEGMENTS}
@@ -414,6 +430,12 @@ class CompiledNode:
             seg["A"] = np.zeros(2 * U, dtype=np.int64)       # the selection that last counted its decision
             seg["W"] = np.full(U, -1, dtype=np.int64)
             seg["DEC"] = np.zeros(1024, dtype=np.int64)       # grown before a request that may need more
+        elif self.policy_name == "oracle":
+            seg["A"] = np.full(2 * U, -1, dtype=np.int64)
+            seg["B"] = np.full(2 * U, -1, dtype=np.int64)
+            seg["FK"] = np.full(2 * U, -1, dtype=np.int64)
+            seg["G"] = np.full(U, -1, dtype=np.int64)
+            seg["SZR"] = self._or_szr
         elif self.policy_name == "lru_k":
             K = int(self.params.k)
             rec = np.full((2 * U, K + 6), -1, dtype=np.int64)
@@ -479,6 +501,8 @@ class CompiledNode:
         from ..policies.oracle import next_use_tables
 
         J = self.J
+        if self.policy_name == "oracle":
+            return self._set_oracle_future(offsets, flat, tables)
         if tables is None:
             offsets = np.ascontiguousarray(offsets, dtype=np.int64)
             first_fa, nfa, first_st, _, nst, _ = next_use_tables(offsets, np.asarray(flat), self.n_chunks, self.model,
@@ -490,6 +514,28 @@ class CompiledNode:
         self._repack(NFA=first_fa, NST=first_st, FOFF=offsets, FNFA=nfa, FNST=nst)
         self.S.M[J.M_NFUT] = len(offsets) - 1
         self.S.M[J.M_OUTROOM] = self.S_room
+        self._has_future = True
+        return tables
+
+    def _set_oracle_future(self, offsets, flat, tables) -> tuple:
+        """``set_future`` of ``oracle``: its next-use tables with its own ``fa_use`` / ``state_use``."""
+        from ..policies.oracle import next_use_tables
+
+        J = self.J
+        if tables is None:
+            offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+            p = self.params
+            first_fa, nfa, first_st, st_use, nst, _ = next_use_tables(offsets, np.asarray(flat), self.n_chunks,
+                                                                      self.model, p.fa_use, p.state_use)
+            tables = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (offsets, first_fa, first_st, nfa, nst,
+                                                                                st_use))
+        offsets, first_fa, first_st, nfa, nst, st_use = tables
+        N = len(offsets) - 1
+        self._repack(NFA=first_fa, NST=first_st, FOFF=offsets, FNFA=nfa, FNST=nst, SU=st_use,
+                     FEN=np.zeros(N + 2, dtype=np.int64))
+        self.S.M[J.M_NFUT] = N
+        self.S.M[J.M_OR_SPATH] = int(self.params.state_use == "path")
+        self.pk_extra = {"requests_with_state_use": int((st_use >= 0).sum())}
         self._has_future = True
         return tables
 
@@ -530,7 +576,7 @@ class CompiledNode:
         starts = trace.offsets[fidx]
         flat = trace.flat[np.repeat(starts - offs[:-1], lens) + np.arange(offs[-1], dtype=np.int64)]
         tables = self.set_future(offs, flat)
-        total = int(self.params.passes)
+        total = int(getattr(self.params, "passes", 1))     # oracle: one pass
         if total <= 1:
             return
         lab_k = np.zeros(0, dtype=np.int64)
@@ -629,7 +675,7 @@ class CompiledNode:
         arrival = _readonly(np.ascontiguousarray(arrival, dtype=np.float64))
         R = np.zeros((len(idx), J.N_R), dtype=np.int64)
         offsets = _ids(offsets)
-        if self.S.M[J.M_KEYED] and len(idx):
+        if self.policy_name == "lru_k" and len(idx):
             # lru_k packs two stamps in one key (_jit._lk_key): a request touches at most 2m + 1 payloads
             touches = 2 * int((offsets[idx + 1] - offsets[idx]).sum()) + len(idx)
             if int(self.S.M[J.M_CLOCK]) + touches >= 2**31 - 1:
@@ -740,6 +786,12 @@ class CompiledNode:
         """The policy's counters, as its interpreted ``counters()`` reports them."""
         J, S = self.J, self.S
         K = PK = S.K.tolist()
+        if self.policy_name == "oracle":
+            return {"dram_written": PK[J.PK_OR_WRITTEN], "dram_dropped_never_used": PK[J.PK_OR_NEVER],
+                    "dram_dropped_no_room": PK[J.PK_OR_NO_ROOM], "dram_dropped_other_copy": PK[J.PK_OR_OTHER],
+                    "forced_writes": PK[J.PK_OR_FORCED], "ssd_evictions": PK[J.PK_OR_SSD_EV],
+                    "ssd_evicted_never_used": PK[J.PK_OR_SSD_NEVER], "failed_selects": PK[J.PK_OR_FAILED],
+                    **self.pk_extra}
         if self.policy_name == "oracle_admission":
             return {"admitted": PK[J.PK_ADMITTED], "rejected_never_used": PK[J.PK_NEVER_USED],
                     "rejected_unused_before": PK[J.PK_UNUSED_BEFORE], "forced_writes": PK[J.PK_FORCED],

@@ -45,7 +45,8 @@ DECIDE = 2           # a walk's action: ask the policy per victim (_decide), as 
 GATE, GATE_FORCE = 3, 4   # a walk's action: write_through.gated_select (strict, forced pass)
 FORCED = 5           # a victim's action: demoted although the policy rejected it (a forced write)
 MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
-POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH, POLICY_LRU_K, POLICY_HOT_PREFIX, POLICY_DYNAMIC_RANDOM = range(6)
+(POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH, POLICY_LRU_K, POLICY_HOT_PREFIX, POLICY_DYNAMIC_RANDOM,
+ POLICY_ORACLE) = range(7)
 
 # meta
 (M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
@@ -54,15 +55,16 @@ POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH, POLICY_LRU_K, POLICY_HOT_PR
  M_AQMAX, M_O_A, M_O_B, M_O_NFA, M_O_NST, M_O_W, M_O_FOFF, M_O_FNFA, M_O_FNST, M_O_LAB, M_N_LAB, M_O_OUT,
  M_CAP_OUT, M_O_AQ, M_CAP_AQ, M_KEYED, M_O_LK, M_LK_K, M_LK_Q, M_GHEAD, M_GTAIL, M_GN, M_NRES, M_CAPP,
  M_GHOST_F, M_O_PEND, M_PENDN, M_CAP_PEND, M_DR_STARTED, M_DR_UN, M_DR_UI, M_DR_U0, M_DR_CAP, M_DR_ND,
- M_DR_SEL, M_O_DEC, M_CAP_DEC, M_DR_ROOM, M_DR_LO) = range(71)
-N_META = 71          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+ M_DR_SEL, M_O_DEC, M_CAP_DEC, M_DR_ROOM, M_DR_LO, M_O_SU, M_O_FEN, M_O_FK, M_O_G, M_O_SZR, M_OR_NSZ,
+ M_OR_FARANK, M_OR_SPATH, M_OR_FTOT) = range(80)
+N_META = 80          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
 # M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
 # admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
 # when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
 # passes; not the counted one), M_OUT_OVERFLOW: 1 = the log filled inside a request (the pass is redone);
 # M_THRESH: write_through's hit_count threshold, M_AQN / M_AQMAX: SSD writes queued now / at most in a request;
 # M_O_*: where each policy segment starts in PX (M_N_LAB, M_CAP_OUT, M_CAP_AQ: lengths);
-# M_KEYED: 1 = the DRAM and SSD candidate queues are keyed heaps (lru_k), not the touch log;
+# M_KEYED: 1 = the DRAM and SSD candidate queues are keyed heaps (lru_k, oracle), not the touch log;
 # lru_k: M_O_LK its per-payload records (M_LK_Q int64 each: HIST(p, 1..K) with K = M_LK_K, the request
 # of LAST, residency status 0/1/2 = none/mine/ghost, the ghost list's prev/next, the canonical heap
 # key in DRAM and in the SSD), M_GHEAD / M_GTAIL / M_GN the ghost list (oldest first) and its length,
@@ -75,10 +77,17 @@ N_META = 71          # M_LEFT*: bytes / copies that left each tier (CacheState.l
 # M_DR_LO the least payload size; M_DR_ROOM the draws and decisions a request may take (its DRAM
 # selections consider at most every DRAM and HBM payload and its own, twice with retries and the
 # forced pass), kept free before the request
+# oracle: segment A / B the key of each payload's entry in the DRAM / SSD candidate heap (-1: not in it),
+# NFA / NST the next use of each chunk's FA / STATE, FOFF / FNFA / FNST the node's stream and the next
+# uses per reference (FNST: per request with state_use=resume, M_OR_SPATH 0), SU the chunk whose STATE
+# each request uses (-1 none), FEN a Fenwick tree of SSD bytes by next use (total M_OR_FTOT), FK the
+# next use each SSD copy's bytes are filed under (-1 none), G the request that last guarded a chunk
+# (its resident path), SZR the size rank of a STATE by depth (rank 0: the largest payload size;
+# M_OR_FARANK the FA's, M_OR_NSZ the number of sizes)
 # counters
 (K_WR_FA, K_WR_STATE, K_ADM_FA, K_ADM_STATE, K_ADM_HIT_FA, K_ADM_HIT_STATE, K_DRAM_DEMOTED,
  K_DRAM_DROPPED, K_LOG_COMPACTIONS, K_HEAP_COMPACTIONS) = range(10)
-N_COUNTERS = 35
+N_COUNTERS = 43
 # per-request outputs (columns of R)
 (R_H, R_R, R_M, R_N_HBM, R_N_DRAM, R_N_SSD, R_Q_TIER, R_DRAM_B, R_SSD_B, R_SKIPPED, R_WR,
  R_USED0, R_USED1, R_USED2, R_LEFT0, R_LEFT1, R_LEFT2, R_LEFTN2, R_ADM, R_ADM_HIT) = range(20)
@@ -93,6 +102,9 @@ PK_REFS, PK_UNCORRELATED, PK_GHOST_HITS, PK_FORGOTTEN = range(24, 28)
 # policy counters: dynamic_random (besides the VictimTally above); PK_DR_WRITTEN(_LAST): the bytes its
 # demotions wrote (at the last control update)
 PK_DR_ADM, PK_DR_REJ, PK_DR_ADM_B, PK_DR_REJ_B, PK_DR_UPDATES, PK_DR_WRITTEN, PK_DR_WRITTEN_LAST = range(28, 35)
+# policy counters: oracle (its select_victims' counts, in its counters() order)
+(PK_OR_WRITTEN, PK_OR_NEVER, PK_OR_NO_ROOM, PK_OR_OTHER, PK_OR_FORCED, PK_OR_SSD_EV, PK_OR_SSD_NEVER,
+ PK_OR_FAILED) = range(35, 43)
 # dynamic_random's floats (FX): the control loop and its parameters, then the draw buffer
 (FX_FACTOR, FX_START, FX_LAST, FX_ROBS, FX_RNEED, FX_TARGET, FX_MAXRATE, FX_CW, FX_FMIN, FX_FMAX, FX_INTERVAL,
  FX_DECAY, FX_BITLEN_BASE, FX_UB) = range(14)
@@ -108,6 +120,7 @@ F_ADM, F_HIT = 1, 2
 F_OHIT = 4           # oracle_admission: this SSD copy served a reuse from the SSD (since it entered)
 F_WCH, F_WSK = 16, 32   # inside a gated walk only: chosen / skipped (gated_select's `chosen`, `skipped`)
 F_DRC = 64           # dynamic_random, inside its decision accounting only: a victim of the selection
+F_HELD = 8           # oracle, inside its walk only: popped and held back (its selection's `held`)
 # lru_k's per-payload record (offsets from the start of the record, after the K history slots)
 LK_LSEQ, LK_STAT, LK_GPREV, LK_GNEXT, LK_CAN1, LK_CAN2 = range(6)
 ST_NONE, ST_MINE, ST_GHOST = 0, 1, 2
@@ -181,6 +194,9 @@ def _heap_compact(S, t):
     """Keep the valid entries of tier ``t``'s heap, once each, sorted (a sorted array is a heap)."""
     o = S.hoff[t]
     n = S.hn[t]
+    if t != HBM and S.M[M_POLICY] == POLICY_ORACLE:
+        _or_heap_compact(S, t, o, n)
+        return
     if t != HBM and S.M[M_KEYED] != 0:
         _kheap_compact(S, t, o, n)
         return
@@ -532,6 +548,365 @@ def _lk_leave_many(S, was_in):
             _lk_gone(S, p | 1)
 
 
+# ---------------------------------------------------------------------------- oracle
+# policies.oracle on flat arrays. Its candidate queues (one LazyHeap per tier in the reference, entries
+# ordered by (-next use, -size, payload)) live in the DRAM and SSD heap arrays: an entry is (key,
+# payload) with the key (N - next use) * M_OR_NSZ + size rank, and it is valid while it equals the
+# payload's current key in that tier (segment A / B; -1 = not in the queue). A popped or discarded
+# payload is out of the queue; every push (a re-key) makes the older entries stale, as LazyHeap's
+# versions do: the keys are always current (a next use changes only in on_access, which re-keys).
+@njit(cache=True, inline="always")
+def _or_slot(S, t, p):
+    return S.M[M_O_A if t == DRAM else M_O_B] + p
+
+
+@njit(cache=True, inline="always")
+def _or_key(S, p):
+    """The heap key of ``p`` now (the reference's (-next use, -size) as one int64)."""
+    M = S.M
+    rk = S.PX[M[M_O_SZR] + S.depth[p >> 1]] if p & 1 else M[M_OR_FARANK]
+    return (M[M_NFUT] - _next_use(S, p)) * M[M_OR_NSZ] + rk
+
+
+@njit(cache=True, inline="always")
+def _or_push(S, t, p, s):
+    """``heaps[t].push(p, ...)`` with key ``s``: ``p`` is (again) in the queue, with this key."""
+    S.PX[_or_slot(S, t, p)] = s
+    _heap_push(S, t, s, p)
+
+
+@njit(cache=True)
+def _or_pop(S, t):
+    """``heaps[t].pop()``: the least valid entry (key, payload), which leaves the queue; (-1, -1)."""
+    while S.hn[t] > 0:
+        s, p = _heap_pop(S, t)
+        o = _or_slot(S, t, p)
+        if S.PX[o] == s:
+            S.PX[o] = -1
+            return s, p
+    return np.int64(-1), np.int64(-1)
+
+
+@njit(cache=True)
+def _or_heap_compact(S, t, o, n):
+    """Keep the valid entries of tier ``t``'s queue, once each, sorted by (key, payload)."""
+    hs = S.heap_s[o:o + n]
+    hp = S.heap_p[o:o + n]
+    ks = np.empty(n, dtype=np.int64)
+    kp = np.empty(n, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        if S.PX[_or_slot(S, t, hp[i])] == hs[i]:
+            ks[k] = hs[i]
+            kp[k] = hp[i]
+            k += 1
+    o1 = np.argsort(kp[:k], kind="mergesort")
+    o2 = np.argsort(ks[:k][o1], kind="mergesort")     # stable: by (key, payload)
+    m = 0
+    for i in range(k):
+        j = o1[o2[i]]
+        if m and hs[m - 1] == ks[j] and hp[m - 1] == kp[j]:
+            continue                                  # the same entry twice (a re-key to the same key)
+        hs[m] = ks[j]
+        hp[m] = kp[j]
+        m += 1
+    S.hn[t] = m
+    S.K[K_HEAP_COMPACTIONS] += 1
+
+
+@njit(cache=True)
+def _fen_add(S, i, v):
+    """The Fenwick tree of SSD bytes by next use: ``v`` more bytes at next use ``i`` (0..N)."""
+    M = S.M
+    M[M_OR_FTOT] += v
+    o = M[M_O_FEN]
+    n = M[M_NFUT] + 1
+    i += 1
+    while i <= n:
+        S.PX[o + i] += v
+        i += i & -i
+
+
+@njit(cache=True)
+def _fen_prefix(S, i):
+    """SSD bytes filed at next uses <= ``i``."""
+    o = S.M[M_O_FEN]
+    s = 0
+    i += 1
+    while i > 0:
+        s += S.PX[o + i]
+        i -= i & -i
+    return s
+
+
+@njit(cache=True)
+def _or_enter(S, t, p):
+    """``OraclePolicy.on_enter``: STATEs and leaf FA copies are candidates; SSD bytes are filed."""
+    if t == HBM:
+        return
+    if (p & 1) != 0 or S.dcnt[t, p >> 1] == 0:
+        _or_push(S, t, p, _or_key(S, p))
+    if t == SSD:
+        k = _next_use(S, p)
+        _fen_add(S, k, _psize(S, p))
+        S.PX[S.M[M_O_FK] + p] = k
+
+
+@njit(cache=True)
+def _or_leave(S, t, p):
+    """``OraclePolicy.on_leave``."""
+    if t == HBM:
+        return
+    S.PX[_or_slot(S, t, p)] = -1
+    if t == SSD:
+        o = S.M[M_O_FK] + p
+        k = S.PX[o]
+        if k >= 0:
+            _fen_add(S, k, -_psize(S, p))
+            S.PX[o] = -1
+
+
+@njit(cache=True)
+def _or_leaf(S, t, c):
+    """Chunk ``c``'s FA left tier ``t`` (the counts updated): ``CacheState._leaf_events`` climbs to
+    the nearest ancestor in ``t`` while no descendant is left there, and ``on_leaf`` makes a
+    resident leaf a candidate again."""
+    if t == HBM:
+        return
+    bit = _bit(t)
+    a = S.anchor[c]
+    for i in range(a + S.depth[c] - 2, a - 1, -1):
+        y = S.flat[i]
+        if S.dcnt[t, y] != 0:
+            return
+        if (S.res[2 * y] & bit) != 0:
+            _or_push(S, t, 2 * y, _or_key(S, 2 * y))
+            return
+
+
+@njit(cache=True)
+def _or_rekey(S, p):
+    """``OraclePolicy._rekey`` of one payload (resident in DRAM or the SSD) after its next use moved."""
+    r = S.res[p]
+    if (r & 2) != 0 and S.PX[_or_slot(S, DRAM, p)] >= 0:
+        _or_push(S, DRAM, p, _or_key(S, p))
+    if (r & 4) != 0:
+        if S.PX[_or_slot(S, SSD, p)] >= 0:
+            _or_push(S, SSD, p, _or_key(S, p))
+        k = _next_use(S, p)
+        o = S.M[M_O_FK] + p
+        old = S.PX[o]
+        if old != k:
+            sz = _psize(S, p)
+            if old >= 0:
+                _fen_add(S, old, -sz)
+            _fen_add(S, k, sz)
+            S.PX[o] = k
+
+
+@njit(cache=True)
+def _or_access(S, path, r):
+    """``OraclePolicy.on_access``: guard the resident path; the next uses of the path's FA and of
+    the STATE the request uses move to their following use; re-key what is resident."""
+    M = S.M
+    PX = S.PX
+    res = S.res
+    seq = M[M_SEQ]
+    og = M[M_O_G]
+    for k in range(r):
+        PX[og + path[k]] = seq
+    j = seq - 1
+    a = PX[M[M_O_FOFF] + j]
+    onfa = M[M_O_NFA]
+    ofa = M[M_O_FNFA] + a
+    for k in range(len(path)):
+        PX[onfa + path[k]] = PX[ofa + k]
+    for k in range(len(path)):
+        p = 2 * path[k]
+        if (res[p] & 6) != 0:
+            _or_rekey(S, p)
+    onst = M[M_O_NST]
+    if M[M_OR_SPATH] != 0:
+        ost = M[M_O_FNST] + a
+        for k in range(len(path)):
+            PX[onst + path[k]] = PX[ost + k]
+        for k in range(len(path)):
+            q = 2 * path[k] + 1
+            if (res[q] & 6) != 0:
+                _or_rekey(S, q)
+        return
+    u = PX[M[M_O_SU] + j]
+    if u >= 0:
+        PX[onst + u] = PX[M[M_O_FNST] + j]
+        q = 2 * u + 1
+        if (res[q] & 6) != 0:
+            _or_rekey(S, q)
+
+
+@njit(cache=True)
+def _or_walk(S, t, need, out, acts):
+    """``OraclePolicy.select_victims`` of tier ``t`` (DRAM or SSD): Belady within the residency
+    rules, with the SSD admission of DRAM victims by the Fenwick tree (see policies.oracle). Its
+    walk is its own, not :func:`_walk`: a pinned candidate (or, on the SSD, one that may not go)
+    is held and comes back when a victim credits it; a DRAM victim that may only be written is
+    written only once nothing else frees the bytes (``forced_writes``). Appends the victims and
+    their actions; or, atomically, returns False with nothing chosen and the shortfall in
+    ``M[M_SHORT]``. Chain credits as in :func:`_walk` (zero between walks)."""
+    M = S.M
+    bit = _bit(t)
+    seq = M[M_SEQ]
+    res, pin, dcnt, dany, flags = S.res, S.pin, S.dcnt, S.dany, S.flags
+    cred, cred_any, parent, PX = S.cred, S.cred_any, S.parent, S.PX
+    INF = M[M_NFUT]
+    nsz = M[M_OR_NSZ]
+    og = M[M_O_G]
+    ssd_on = M[M_CAP2] > 0
+    held_s = [np.int64(0) for _ in range(0)]
+    held_p = [np.int64(0) for _ in range(0)]
+    take_s = [np.int64(0) for _ in range(0)]
+    forced_s = [np.int64(0) for _ in range(0)]
+    forced_p = [np.int64(0) for _ in range(0)]
+    credited = [np.int64(0) for _ in range(0)]
+    credited_any = [np.int64(0) for _ in range(0)]
+    n = np.zeros(8, dtype=np.int64)     # this call's counts, PK_OR_WRITTEN.. order (kept on success)
+    fi = 0
+    freed = 0
+    admitted = 0
+    start = len(out)
+    ok = True
+    while freed < need:
+        s, p = _or_pop(S, t)
+        last_resort = False
+        if p < 0:
+            if fi < len(forced_p):          # nothing else can free the bytes: write them after all
+                s = forced_s[fi]
+                p = forced_p[fi]
+                fi += 1
+                last_resort = True
+            else:
+                ok = False
+                break
+        if pin[p] == seq:
+            if (flags[p] & F_HELD) == 0:
+                flags[p] |= F_HELD
+                held_s.append(s)
+                held_p.append(p)
+            continue
+        fa = (p & 1) == 0
+        c = p >> 1
+        if fa:
+            d = dcnt[t, c]
+            if d != 0 and d != cred[c]:
+                continue        # not a leaf of the tier: it comes back (on_leaf, or below) once it is one
+        r = res[p]
+        last = r == bit
+        droppable = True
+        if fa and last:
+            da = dany[c]
+            droppable = ((da == 0 or da == cred_any[c]) and not (res[p | 1] != 0 and pin[p | 1] == seq)
+                         and PX[og + c] != seq)
+        nu = INF - s // nsz
+        sz = _psize(S, p)
+        a = DROP
+        why = 0
+        if t == SSD:
+            if not droppable:
+                if (flags[p] & F_HELD) == 0:
+                    flags[p] |= F_HELD
+                    held_s.append(s)
+                    held_p.append(p)
+                continue
+            why = PK_OR_SSD_EV
+        elif (r & 5) != 0:                  # a valid SSD copy, or an HBM copy that comes back later
+            why = PK_OR_OTHER
+        elif nu >= INF or not ssd_on:
+            if droppable:
+                why = PK_OR_NEVER
+            elif not ssd_on:
+                if (flags[p] & F_HELD) == 0:
+                    flags[p] |= F_HELD
+                    held_s.append(s)
+                    held_p.append(p)
+                continue
+            elif last_resort:
+                a = DEMOTE
+                why = PK_OR_FORCED
+            else:
+                forced_s.append(s)
+                forced_p.append(p)
+                continue
+        else:
+            room = M[M_CAP2] - M[M_USED2] - admitted + (M[M_OR_FTOT] - _fen_prefix(S, nu))
+            if room >= sz:
+                a = DEMOTE
+                why = PK_OR_WRITTEN
+            elif droppable:
+                why = PK_OR_NO_ROOM
+            elif last_resort:
+                a = DEMOTE
+                why = PK_OR_FORCED
+            else:
+                forced_s.append(s)
+                forced_p.append(p)
+                continue
+        if a == DEMOTE:
+            admitted += sz
+        take_s.append(s)
+        out.append(p)
+        acts.append(a)
+        freed += sz
+        n[why - PK_OR_WRITTEN] += 1
+        if t == SSD and nu >= INF:
+            n[PK_OR_SSD_NEVER - PK_OR_WRITTEN] += 1
+        if fa:
+            par = parent[c]
+            if par >= 0:
+                if last and (a == DROP or t == SSD):
+                    if cred_any[par] == 0:
+                        credited_any.append(par)
+                    cred_any[par] += 1 + dany[c]
+                y = par if (res[2 * par] & bit) != 0 else _nearest_in_tier(S, c, bit)
+                if y >= 0:
+                    if cred[y] == 0:
+                        credited.append(y)
+                    cred[y] += 1 + dcnt[t, c]
+                # its parent (prefix closure) and nearest ancestor in the tier (leaf-first) may now leave
+                for k in range(2):
+                    x = par if k == 0 else y
+                    if x < 0 or (k == 1 and x == par):
+                        continue
+                    f = 2 * x
+                    if (flags[f] & F_HELD) != 0:
+                        flags[f] &= ~np.uint8(F_HELD)
+                        _or_push(S, t, f, _or_key(S, f))
+                    elif ((res[f] & bit) != 0 and (dcnt[t, x] == 0 or dcnt[t, x] == cred[x])
+                          and PX[_or_slot(S, t, f)] < 0):
+                        _or_push(S, t, f, _or_key(S, f))    # a leaf now, counting this call's victims
+    for x in credited:
+        cred[x] = 0
+    for x in credited_any:
+        cred_any[x] = 0
+    for i in range(len(held_p)):
+        x = held_p[i]
+        if (flags[x] & F_HELD) != 0:
+            flags[x] &= ~np.uint8(F_HELD)
+            _or_push(S, t, x, held_s[i])
+    for i in range(fi, len(forced_p)):
+        _or_push(S, t, forced_p[i], forced_s[i])
+    if not ok:
+        for i in range(len(take_s)):
+            _or_push(S, t, out[start + i], take_s[i])
+        while len(out) > start:
+            out.pop()
+            acts.pop()
+        S.K[PK_OR_FAILED] += 1
+        M[M_SHORT] = need - freed
+        return False
+    for i in range(8):
+        S.K[PK_OR_WRITTEN + i] += n[i]
+    return True
+
+
 # ---------------------------------------------------------------------------- policy hooks
 @njit(cache=True, inline="always")
 def _next_use(S, p):
@@ -551,6 +926,8 @@ def _enter(S, t, p):
     pol = S.M[M_POLICY]
     if pol == POLICY_LRU_K:
         _lk_enter(S, t, p)
+    elif pol == POLICY_ORACLE:
+        _or_enter(S, t, p)
     elif pol == POLICY_ORACLE_ADM:
         if t == SSD:
             S.PX[S.M[M_O_A] + p] = _event(S, p)
@@ -627,9 +1004,11 @@ def _decide(S, t, p):
 
 
 @njit(cache=True, inline="always")
-def _on_access(S, path, h, q):
+def _on_access(S, path, h, r, q):
     """The policy's ``on_access`` (after the match, pins and touches, before the load)."""
-    if S.M[M_POLICY] == POLICY_ORACLE_ADM:
+    if S.M[M_POLICY] == POLICY_ORACLE:
+        _or_access(S, path, r)
+    elif S.M[M_POLICY] == POLICY_ORACLE_ADM:
         res = S.res
         for k in range(h):
             p = 2 * path[k]
@@ -978,6 +1357,9 @@ def _remove(S, t, p, close):
     S.M[M_LEFT0 + t] += sz
     S.M[M_LEFTN0 + t] += 1
     freed = sz
+    oracle = S.M[M_POLICY] == POLICY_ORACLE
+    if oracle:
+        _or_leave(S, t, p)
     if t == SSD:
         _ssd_leave(S, p)
         if close:
@@ -1003,11 +1385,15 @@ def _remove(S, t, p, close):
                         S.M[M_LEFTN0 + tt] += 1
                         if tt == t:
                             freed += qs
+                        if oracle:
+                            _or_leave(S, tt, q)
                         if tt == SSD:
                             _ssd_leave(S, q)
                             if close:
                                 _close_ssd(S, q)
                 S.res[q] = 0
+        if oracle:
+            _or_leaf(S, t, c)
     if S.M[M_POLICY] == POLICY_LRU_K and now == 0:
         _lk_gone(S, p)                  # CacheState.remove_copy's events: p, then its STATE
         if (p & 1) == 0:
@@ -1064,6 +1450,9 @@ def _remove_bits(S, t, p, close):
     S.M[M_USED0 + t] -= sz
     S.M[M_LEFT0 + t] += sz
     S.M[M_LEFTN0 + t] += 1
+    oracle = S.M[M_POLICY] == POLICY_ORACLE
+    if oracle:
+        _or_leave(S, t, p)
     if t == SSD:
         _ssd_leave(S, p)
         if close:
@@ -1078,6 +1467,8 @@ def _remove_bits(S, t, p, close):
                     S.M[M_USED0 + tt] -= qs
                     S.M[M_LEFT0 + tt] += qs
                     S.M[M_LEFTN0 + tt] += 1
+                    if oracle:
+                        _or_leave(S, tt, q)
                     if tt == SSD:
                         _ssd_leave(S, q)
                         if close:
@@ -1111,6 +1502,9 @@ def _remove_many(S, t, ps, close):
             lost.append(k == 2)
     if len(cs):
         _batch_anc(S, t, cs, lost, -1)
+        if S.M[M_POLICY] == POLICY_ORACLE:
+            for c in cs:
+                _or_leaf(S, t, c)
     if keyed:
         _lk_leave_many(S, was_in[:nw])
 
@@ -1157,6 +1551,8 @@ def _action(S, t):
     M = S.M
     if t == HBM:
         return DEMOTE if (M[M_CAP1] > 0 or M[M_CAP2] > 0) else DROP
+    if M[M_POLICY] == POLICY_ORACLE:
+        return DECIDE       # per-victim actions (its own walk, _or_walk, decides them)
     if M[M_POLICY] >= POLICY_WRITE_THROUGH:
         return GATE
     if t == DRAM:
@@ -1404,7 +1800,10 @@ def _room_ssd(S, need):
         vict = [np.int64(0) for _ in range(0)]
         acts = [np.int64(0) for _ in range(0)]
         act = _action(S, SSD)
-        ok = _walk(S, SSD, need, act, vict, acts)
+        if S.M[M_POLICY] == POLICY_ORACLE:
+            ok = _or_walk(S, SSD, need, vict, acts)
+        else:
+            ok = _walk(S, SSD, need, act, vict, acts)
         if act == GATE:
             _tally_gated(S, SSD, vict, acts)
         if not ok:
@@ -1428,6 +1827,7 @@ def _demote_to_ssd(S, vict, t):
 @njit(cache=True)
 def _room_dram(S, need):
     act = _action(S, DRAM)
+    oracle = S.M[M_POLICY] == POLICY_ORACLE
     for _ in range(64):
         if need <= 0:
             return True
@@ -1437,7 +1837,10 @@ def _room_dram(S, need):
         dr = S.M[M_POLICY] == POLICY_DYNAMIC_RANDOM
         if dr:
             _dr_begin(S)
-        ok = _walk(S, DRAM, need, act, vict, acts)
+        if oracle:
+            ok = _or_walk(S, DRAM, need, vict, acts)
+        else:
+            ok = _walk(S, DRAM, need, act, vict, acts)
         if not ok and act == GATE and S.M[M_CAP2] > 0:
             ok = _walk(S, DRAM, need, GATE_FORCE, vict, acts)   # select_gated's forced pass
         if act == GATE:
@@ -1447,9 +1850,9 @@ def _room_dram(S, need):
         if not ok:
             return False
         before = S.M[M_USED1]
-        if act == DECIDE or act == GATE:
+        if act == DECIDE or act == GATE or oracle:
             # per-victim actions: the demotions first, then the drops still in DRAM (NodeSim._make_room)
-            if act == DECIDE:
+            if act == DECIDE and not oracle:
                 _tally_dram(S, vict, acts)
             dem = [np.int64(0) for _ in range(0)]
             drp = [np.int64(0) for _ in range(0)]
@@ -1752,7 +2155,7 @@ def _step(S, path, counting, R, j, now):
     if q >= 0:
         _touch(S, q)
     if M[M_POLICY] != POLICY_LRU:
-        _on_access(S, path, h, q)
+        _on_access(S, path, h, r, q)
         if M[M_AQN] > 0:
             _drain_writes(S)
     entry = M[M_ENTRY]
@@ -1823,7 +2226,7 @@ def _step(S, path, counting, R, j, now):
             for qq in states:
                 if (res[qq] & 4) != 0:
                     _count_ssd_write(S, qq)
-        if M[M_POLICY] >= POLICY_LRU_K:
+        if M[M_POLICY] == POLICY_LRU_K or M[M_POLICY] == POLICY_HOT_PREFIX:
             _on_insert(S, path, r, states)
     elif m:
         skipped = (m - r) * fab
@@ -1889,6 +2292,15 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
                 _heap_compact(S, t)
                 if 4 * S.hn[t] > S.hcap[t]:
                     M[M_GROW] |= 2 << t
+        if M[M_POLICY] == POLICY_ORACLE:
+            # its queues gain, within one request, an entry per payload that enters or re-keys and
+            # per leaf event and victim: at most four per resident payload and path chunk
+            room = 4 * ((M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_DR_LO] + 3 * m + 4) + 64
+            for t in range(1, 3):
+                if M[M_CAP0 + t] > 0 and S.hn[t] + room > S.hcap[t]:
+                    _heap_compact(S, t)
+                    if S.hn[t] + room > S.hcap[t] or 4 * S.hn[t] > S.hcap[t]:
+                        M[M_GROW] |= 2 << t
         if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > M[M_CAP_OUT]:
             M[M_GROW] |= GROW_OUT
         if 2 * M[M_AQMAX] > M[M_CAP_AQ]:
