@@ -27,6 +27,10 @@ from .node import NodeSim, floor_pass
 from .policies.base import make_policy, policy_class
 
 
+#: a compiled span call shorter than this doubles the next call's requests (NodeRunner.run_span)
+SPAN_CALL_S = 0.05
+
+
 def _policy_params(cfg):
     """The validated parameters of ``cfg.policy`` (``SimConfig`` parsed them once)."""
     return cfg.policy.settings if cfg.policy.settings is not None else cfg.policy.params
@@ -147,19 +151,26 @@ class NodeRunner:
         order) with their epochs, with the results of one :meth:`run` per epoch. The compiled
         engine replays them in calls of ``block`` requests (default: all in one), whatever the
         epochs (its per-request rows do not depend on the call boundaries); the interpreted one,
-        and a node with an injected failure, epoch by epoch. ``tick(n)`` hears each call's
-        request count. Returns the number of requests."""
+        and a node with an injected failure, epoch by epoch. ``block`` is where the calls start:
+        a call that took less than :data:`SPAN_CALL_S` doubles the next one's requests (a call
+        costs about 1 ms of dispatch and pricing, so a fixed small block was half of a short
+        run; decision 129). ``tick(n)`` hears each call's request count. Returns the number of
+        requests."""
         idx = np.asarray(idx, dtype=np.int64)
         n = len(idx)
         if self.engine == "numba" and self.fail_at_epoch is None:
-            b = n if block is None else max(1, int(block))
-            cuts = list(range(0, n, b)) + [n]
+            size = n if block is None else max(1, int(block))
             # the span's rows go straight into arrays sized for the whole span: no blocks to join
             # at the end (freed blocks stay in the allocator's heap, so a join peaked at twice the
             # rows: decision 121)
             out = None
-            for a, b in zip(cuts, cuts[1:]):
+            a = 0
+            while a < n:
+                b = min(n, a + size)
+                t0 = time.perf_counter()
                 self.run(idx[a:b], int(epochs[a]))
+                if time.perf_counter() - t0 < SPAN_CALL_S:
+                    size *= 2
                 blk = self.series.pop()
                 if out is None:
                     out = tuple(np.empty((n,) + x.shape[1:], dtype=x.dtype) for x in blk)
@@ -168,6 +179,7 @@ class NodeRunner:
                 del blk
                 if tick is not None:
                     tick(b - a)
+                a = b
             if out is not None:
                 self.series.append(out)
             return n
@@ -357,8 +369,8 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
             starts = ends = np.zeros(0, dtype=np.int64)
             done = 0
             if not ahead:
-                # in this process: blocks of requests, so that a progress bar moves (a block's
-                # call costs what an epoch's did; a thousand of them per run at most)
+                # in this process: blocks of requests, so that a progress bar moves; they start
+                # small and double while a call is short (run_span), so a run makes a few dozen
                 def tick(d: int) -> None:
                     nonlocal done
                     done += d
@@ -366,7 +378,7 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
                         progress(done, n)
                 for j, idx in enumerate(parts):
                     if len(idx):
-                        nodes.submit_span(j, idx, ep[idx], tick=tick, block=max(128, n // 1000))
+                        nodes.submit_span(j, idx, ep[idx], tick=tick, block=max(16, n // 1000))
             else:
                 calls = [(j, nodes.submit_span(j, idx, ep[idx])) for j, idx in enumerate(parts) if len(idx)]
                 for j, handle in calls:

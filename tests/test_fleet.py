@@ -148,22 +148,32 @@ def test_ray_places_nodes_longest_first_on_the_least_loaded_worker():
     assert place([3, 3, 3, 3], 2) == place([3, 3, 3, 3], 2)               # deterministic
 
 
-def test_a_span_replays_alike_in_any_blocks():
-    """NodeRunner.run_span (no feedback): one call, blocks of 7 requests, or epoch by epoch on the
-    interpreted engine: the same per-request series and statistics."""
+def test_a_span_replays_alike_in_any_blocks(monkeypatch):
+    """NodeRunner.run_span (no feedback): one call, blocks of 7 requests, blocks that double from 7
+    (every call shorter than SPAN_CALL_S), or epoch by epoch on the interpreted engine: the same
+    per-request series and statistics."""
+    from cluster_sim import fleet
     from cluster_sim.api import prepare
     from cluster_sim.config import SimConfig
     from cluster_sim.fleet import NodeRunner, epochs_of
 
     out = []
-    for engine, block in (("numba", None), ("numba", 7), ("python", None)):
+    for engine, block, span_s in (("numba", None, 0.05), ("numba", 7, 0.0), ("numba", 7, float("inf")),
+                                  ("python", None, 0.05)):
+        monkeypatch.setattr(fleet, "SPAN_CALL_S", span_s)
         cfg = SimConfig.from_mapping(cluster_sim.compose(["policy=lru", f"cache.engine={engine}"]))
         trace = prepare(cfg)[0]
         idx = np.arange(trace.n_requests, dtype=np.int64)
         r = NodeRunner(trace, cfg, 0)
         calls = []
         assert r.run_span(idx, epochs_of(trace, 60.0), tick=calls.append, block=block) == len(idx)
-        assert sum(calls) == len(idx) and (block is None or len(calls) == -(-len(idx) // block))
+        assert sum(calls) == len(idx)
+        if engine == "numba" and block is None:
+            assert calls == [len(idx)]
+        elif engine == "numba" and span_s == 0.0:
+            assert len(calls) == -(-len(idx) // block)               # no call is short enough to grow
+        elif engine == "numba":
+            assert calls[:-1] == [block << i for i in range(len(calls) - 1)] and calls[-1] <= block << len(calls) - 1
         stats, series = r.finish()
         out.append((stats.chunk_misses, stats.ssd_bytes_written_fa, series))
     for misses, wr, series in out[1:]:
