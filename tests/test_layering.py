@@ -18,6 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "cluster_sim"
 # lowest first; a module's layer is that of its longest matching prefix
 LAYERS: list[tuple[str, ...]] = [
     ("cluster_sim.errors", "cluster_sim.units", "cluster_sim._version", "cluster_sim._ftl_ops", "cluster_sim.locations", "cluster_sim.jit_timing",
+     "cluster_sim.libm",
      "cluster_sim._nrt"),
     ("cluster_sim.model", "cluster_sim.settings", "cluster_sim.cost", "cluster_sim.ftl", "cluster_sim._ftl_jit", "cluster_sim.cache", "cluster_sim.trace"),
     ("cluster_sim.metrics",),
@@ -29,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("cluster_sim.report", "cluster_sim.sweep", "cluster_sim.cli", "cluster_sim.study", "cluster_sim"),
 ]
 CORE = ("cluster_sim.cache", "cluster_sim.model", "cluster_sim.settings", "cluster_sim.cost", "cluster_sim._version",
-        "cluster_sim._ftl_ops", "cluster_sim._nrt", "cluster_sim.trace", "cluster_sim.metrics", "cluster_sim.node", "cluster_sim.engine",
+        "cluster_sim._ftl_ops", "cluster_sim._nrt", "cluster_sim.libm", "cluster_sim.trace", "cluster_sim.metrics", "cluster_sim.node", "cluster_sim.engine",
         "cluster_sim.policies", "cluster_sim.ftl", "cluster_sim._ftl_jit", "cluster_sim.units", "cluster_sim.errors")
 EDGES = ("cluster_sim.config", "cluster_sim.api", "cluster_sim.cli", "cluster_sim.sweep", "cluster_sim.tracking",
          "cluster_sim.report", "cluster_sim.distributed", "cluster_sim.fleet", "cluster_sim.router")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import libm
 from ..settings import setting
 from .base import DRAM, HBM, SSD, Policy
 from .lru_k import KeyedTierHeap
@@ -75,7 +76,7 @@ class HotPrefixPolicy(Policy):
         if self.T is None:
             self.heat[P] += 1.0
         else:
-            self.heat[P] = self.heat[P] * np.exp2(-(now - self.t_upd[P]) / self.T) + 1.0
+            self.heat[P] = self.heat[P] * libm.exp2(-(now - self.t_upd[P]) / self.T) + 1.0
         self.t_upd[P] = now
 
     def heat_at(self, p: int, now: float) -> float:

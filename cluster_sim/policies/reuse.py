@@ -56,6 +56,7 @@ import math
 
 import numpy as np
 
+from .. import libm
 from ..cache.state import chunk_of, fa_of, is_state
 
 _NB = 24                                    # bins: [0,1), [1,2), [2,4), ..., [2^22, inf)
@@ -335,7 +336,7 @@ class HintsReuse(_EventReuse):
         width = np.where(np.isfinite(hi), hi - lo, 1.0)
         frac = np.where(np.isfinite(hi), (t - lo) / width, 0.0)
         h = self.haz[k, b]
-        return self.S[k, b] * np.power(1.0 - h, frac)
+        return self.S[k, b] * libm.power(1.0 - h, frac)
 
     def _q_table(self, H):
         K = self.K
@@ -539,18 +540,18 @@ class LearnedReuse(_EventReuse):
         grp = np.where(stop == 1, 0, np.where(stop == 2, 1, 2))     # tool_use / end_turn / other
         F[np.arange(n), i + grp * self.N_AGE + ab] = 1.0
         i += 3 * self.N_AGE
-        F[:, i] = np.log1p(self.depth[chunk_of(ps)])
-        F[:, i + 1] = np.log1p(self.tail[ps])
-        F[:, i + 2] = np.log1p(self.turn[ps])
-        F[:, i + 3] = np.log1p(self.think[ps])
-        F[:, i + 4] = np.log1p(self.api[ps])
+        F[:, i] = libm.log1p(self.depth[chunk_of(ps)])
+        F[:, i + 1] = libm.log1p(self.tail[ps])
+        F[:, i + 2] = libm.log1p(self.turn[ps])
+        F[:, i + 3] = libm.log1p(self.think[ps])
+        F[:, i + 4] = libm.log1p(self.api[ps])
         return F
 
     def value(self, ps, now):
         if self.w is None:
             return np.ones(len(ps))
         z = self.features(ps, now, 2.0) @ self.w      # at the middle of the span it stands for (hints)
-        return 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
+        return 1.0 / (1.0 + libm.exp(-np.clip(z, -40, 40)))
 
     def _sample(self, ps, now):
         """Keep a few of ``ps`` (every len/k-th) as training samples at their current age."""
@@ -622,7 +623,7 @@ class LearnedReuse(_EventReuse):
         reg[0, 0] = 0.0
         for _ in range(4):
             z = np.clip(X @ w, -40, 40)
-            p = 1.0 / (1.0 + np.exp(-z))
+            p = 1.0 / (1.0 + libm.exp(-z))
             g = X.T @ (p - y) + reg @ w
             Wt = p * (1 - p)
             Hm = (X * Wt[:, None]).T @ X + reg + 1e-9 * np.eye(d)

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from cluster_sim import libm
 from cluster_sim.errors import ConfigError, TraceError
 
 __all__ = ["read_azure_arrivals", "generate_from_arrivals", "read_azure_workload", "AZURE_COLUMNS"]
@@ -229,7 +230,7 @@ def generate_from_arrivals(spec, seed: int, session_starts: np.ndarray, first_me
     else:
         pos = np.maximum(first, 1).astype(np.float64)
         median = max(int(round(float(np.median(pos)))), 1)
-        sigma = float(np.std(np.log(pos))) if len(pos) > 1 else 0.0
+        sigma = float(np.std(libm.log(pos))) if len(pos) > 1 else 0.0
         table = _shift_session_starts(generate(replace(spec, first_message_tokens=median,
                                                        first_message_sigma=sigma), seed), starts)
         mode = "lognormal_fit"

@@ -93,6 +93,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 import pyarrow as pa
 
+from cluster_sim import libm
 from cluster_sim.errors import ConfigError
 from cluster_sim.trace.schema import build_table
 
@@ -294,7 +295,7 @@ def _segmented_cumsum(values: np.ndarray, group_starts: np.ndarray) -> np.ndarra
 
 
 def _lognormal_int(z: np.ndarray, median: np.ndarray, sigma: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    vals = np.rint(np.exp(np.log(median) + sigma * z))
+    vals = np.rint(libm.exp(libm.log(median) + sigma * z))
     return np.clip(vals, lo, hi).astype(np.int64)
 
 
@@ -324,7 +325,7 @@ def _stream_turns(rng: np.random.Generator, spec: SyntheticSpec, n_turns: np.nda
                          spec.max_output_tokens)
     if think_sigma > 0:  # lognormal with the same mean
         sig = think_sigma
-        think = np.exp(sig * rng.standard_normal(R0) - 0.5 * sig * sig) * think_mean[t_sess]
+        think = libm.exp(sig * rng.standard_normal(R0) - 0.5 * sig * sig) * think_mean[t_sess]
     else:
         think = rng.exponential(1.0, R0) * think_mean[t_sess]
 
@@ -539,7 +540,7 @@ def plan(spec: SyntheticSpec, seed: int, *, batch_blocks: int | None = None) -> 
     n_turns = rng.geometric(1.0 / turns_mean)
 
     P = spec.system_prompts
-    weights = np.arange(1, P + 1, dtype=np.float64) ** -spec.system_prompt_zipf
+    weights = libm.power(np.arange(1, P + 1, dtype=np.float64), -spec.system_prompt_zipf)
     prompt_len_pop = _lognormal_int(
         rng.standard_normal(P), spec.system_prompt_tokens, spec.system_prompt_sigma, 1, cap - 1
     )
