@@ -54,11 +54,11 @@ CASES = [(p, {}) for p in COMPILED] + [("lru_k", {"k": 1}), ("lru_k", {"k": 3}),
                                          ("dynamic_random", {"probability_seed": 0.05, "size_decay": 0.3}),
                                          ("oracle", {"fa_use": "hit"}), ("oracle", {"state_use": "path"}),
                                          ("workload_aware", WA_FIT),
-                                         ("workload_aware", {**WA_FIT, "admit_threshold": 0.3, "categories": "type"}),
+                                         ("workload_aware", {**WA_FIT, "admit_threshold": 0.3, "categories": "type",
+                                                             "lifespan": "none"}),
                                          ("workload_aware", {**WA_FIT, "lifespan": "mean_multiple",
                                                              "categories": "first_later"}),
-                                         ("workload_aware", {**WA_FIT, "lifespan": "none", "categories": "none",
-                                                             "admit_threshold": 0.0})]
+                                         ("workload_aware", {**WA_FIT, "categories": "none", "admit_threshold": 0.0})]
 CASE_IDS = [p + "".join(f"-{k}={v}" for k, v in kw.items()) for p, kw in CASES]
 
 
@@ -212,7 +212,9 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model
             assert pol["refits"] > 0 and pol["categories"] > 1 or params.get("categories") == "none"
             assert pol["pooled_reuse_prob"] > 0
         if "admit_threshold" in params:
-            assert pol["dram_victims_dropped"] > 0
+            assert pol["dram_victims_dropped"] > 0                  # (with 0: the dead ones)
+        if params and params.get("lifespan") != "none":
+            assert pol["dead_victims"] > 0
     elif policy == "dynamic_random":
         assert pol["admitted"] > 0 and pol["dram_victims_written"] > 0
         if params:
