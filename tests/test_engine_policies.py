@@ -206,7 +206,8 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model
         assert pol["dram_victims_demoted"] > 0 and pol["requeued"] > 0
         assert pol["ssd_evictions"] > 0 or "admit_threshold" in params     # (it drops what would fill the SSD)
         # (several categories: heads are scored that do not win)
-        scored_more = pol["heads_scored"] > pol["dram_victims_demoted"] + pol["dram_victims_dropped"] + pol["ssd_evictions"]
+        victims = pol["dram_victims_demoted"] + pol["dram_victims_dropped"] + pol["ssd_evictions"]
+        scored_more = pol["heads_scored"] > victims
         assert scored_more or params.get("categories") == "none"
         if params:
             assert pol["refits"] > 0 and pol["categories"] > 1 or params.get("categories") == "none"

@@ -567,6 +567,36 @@ def _lk_leave_many(S, was_in):
             _lk_gone(S, p | 1)
 
 
+# ---------------------------------------------------------------------------- chain credits
+@njit(cache=True, inline="always")
+def _chain_credit(S, t, c, bit, drop_last, credited, credited_any):
+    """A victim FA ``c`` of tier ``t`` (its parent exists) is chosen: its parent is credited with its
+    whole resident subtree when its last copy goes (prefix closure), and its nearest ancestor in the
+    tier with its whole tier-subtree (leaf-first); ``Tentative.choose``. Returns that ancestor (-1:
+    none). The credited chunks are listed once each, to be cleared by :func:`_clear_credits`."""
+    cred, cred_any = S.cred, S.cred_any
+    par = S.parent[c]
+    if drop_last:
+        if cred_any[par] == 0:
+            credited_any.append(par)
+        cred_any[par] += 1 + S.dany[c]
+    y = par if (S.res[2 * par] & bit) != 0 else _nearest_in_tier(S, c, bit)
+    if y >= 0:
+        if cred[y] == 0:
+            credited.append(y)
+        cred[y] += 1 + S.dcnt[t, c]
+    return y
+
+
+@njit(cache=True, inline="always")
+def _clear_credits(S, credited, credited_any):
+    """The chain credits are zero again (between walks)."""
+    for x in credited:
+        S.cred[x] = 0
+    for x in credited_any:
+        S.cred_any[x] = 0
+
+
 # ---------------------------------------------------------------------------- oracle
 # policies.oracle on flat arrays. Its candidate queues (one LazyHeap per tier in the reference, entries
 # ordered by (-next use, -size, payload)) live in the DRAM and SSD heap arrays: an entry is (key,
@@ -890,15 +920,7 @@ def _or_walk(S, t, need, out, acts):
         if fa:
             par = parent[c]
             if par >= 0:
-                if last and (a == DROP or t == SSD):
-                    if cred_any[par] == 0:
-                        credited_any.append(par)
-                    cred_any[par] += 1 + dany[c]
-                y = par if (res[2 * par] & bit) != 0 else _nearest_in_tier(S, c, bit)
-                if y >= 0:
-                    if cred[y] == 0:
-                        credited.append(y)
-                    cred[y] += 1 + dcnt[t, c]
+                y = _chain_credit(S, t, c, bit, last and (a == DROP or t == SSD), credited, credited_any)
                 # its parent (prefix closure) and nearest ancestor in the tier (leaf-first) may now leave
                 for k in range(2):
                     x = par if k == 0 else y
@@ -911,10 +933,7 @@ def _or_walk(S, t, need, out, acts):
                     elif ((res[f] & bit) != 0 and (dcnt[t, x] == 0 or dcnt[t, x] == cred[x])
                           and PX[_or_slot(S, t, f)] < 0):
                         _or_push(S, t, f, _or_key(S, f))    # a leaf now, counting this call's victims
-    for x in credited:
-        cred[x] = 0
-    for x in credited_any:
-        cred_any[x] = 0
+    _clear_credits(S, credited, credited_any)
     for i in range(len(held_p)):
         x = held_p[i]
         if (flags[x] & F_HELD) != 0:
@@ -1104,8 +1123,7 @@ def _wa_walk(S, t, need, out, acts):
     demote_ok = t == DRAM and M[M_CAP2] > 0
     theta_on = M[M_WA_THETA] != 0
     theta = S.FX[FXW_THETA]
-    res, flags, dcnt, dany = S.res, S.flags, S.dcnt, S.dany
-    cred, cred_any, parent, depth, stamp = S.cred, S.cred_any, S.parent, S.depth, S.stamp
+    res, flags, parent, depth, stamp = S.res, S.flags, S.parent, S.depth, S.stamp
     hst = np.zeros(ncat, dtype=np.int64)          # heads: 0 not computed, 1 none, 2 (hsc, hdep, hkey, hp)
     hsc = np.zeros(ncat, dtype=np.float64)
     hdep = np.zeros(ncat, dtype=np.int64)
@@ -1182,17 +1200,9 @@ def _wa_walk(S, t, need, out, acts):
             a = DEMOTE
         if (p & 1) == 0:
             c = p >> 1
-            par = parent[c]
-            if par >= 0:
-                if (a == DROP or t == SSD) and res[p] == bit:
-                    if cred_any[par] == 0:
-                        credited_any.append(par)
-                    cred_any[par] += 1 + dany[c]
-                y = par if (res[2 * par] & bit) != 0 else _nearest_in_tier(S, c, bit)
+            if parent[c] >= 0:
+                y = _chain_credit(S, t, c, bit, (a == DROP or t == SSD) and res[p] == bit, credited, credited_any)
                 if y >= 0:
-                    if cred[y] == 0:
-                        credited.append(y)
-                    cred[y] += 1 + dcnt[t, c]
                     f = 2 * y
                     if (flags[f] & F_WSK) != 0:       # skipped: reconsidered now that it may be a leaf
                         flags[f] &= ~np.uint8(F_WSK)
@@ -1207,10 +1217,7 @@ def _wa_walk(S, t, need, out, acts):
         freed += _psize(S, p)
         if sc == 0.0:
             K[PK_WA_DEAD] += 1
-    for x in credited:
-        cred[x] = 0
-    for x in credited_any:
-        cred_any[x] = 0
+    _clear_credits(S, credited, credited_any)
     for i in range(len(sk_p) - 1, -1, -1):            # the latest skip of each payload still skipped
         x = sk_p[i]
         if (flags[x] & F_WSK) != 0:
