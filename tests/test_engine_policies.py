@@ -43,6 +43,7 @@ PARAMS = {
                        "lifespan": ["quantile", "mean_multiple", "none"], "admit_threshold": [None, 0.0, 0.3, 0.9],
                        "first_fit_s": [1e-4, 1e-3], "refit_s": [3e-4, 3e-3, 3600.0], "fit_window_s": [6e-4, 3600.0],
                        "min_samples": [1, 3, 20], "horizon_s": [1e-4, 60.0], "lifespan_q": [0.5, 0.9],
+                       "lifespan_c": [0.5, 4.0],
                        "max_turn": [1, 4]},
 }
 #: workload_aware with fits on the scripted streams' time scale (0.01 s between requests)
