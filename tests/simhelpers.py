@@ -17,7 +17,7 @@ from cluster_sim.trace.chunks import chunk_trace
 from cluster_sim.trace.schema import build_table
 
 
-def trace_from_paths(paths, *, chunk_tokens=256, tail=10, arrivals=None, sessions=None):
+def trace_from_paths(paths, *, chunk_tokens=256, tail=10, arrivals=None, sessions=None, category=None, turn=None):
     """One request per path of chunk names (ints); each prompt is ``len(path)*chunk_tokens + tail`` tokens.
 
     Names are prefix-chained here (hash = the tuple of names so far), so a test can
@@ -40,6 +40,8 @@ def trace_from_paths(paths, *, chunk_tokens=256, tail=10, arrivals=None, session
         block_tokens=chunk_tokens,
         source="test",
         session_id=sessions,
+        category=category,
+        turn=turn,
     )
     return chunk_trace(table, chunk_tokens)
 

@@ -38,13 +38,28 @@ PARAMS = {
     # a budget small enough that the factor falls and rejections (hence draws and rewinds) happen
     "dynamic_random": {"target_bytes_per_day": [1, 10**9, None], "update_interval_s": [0.5, 60.0],
                        "size_decay": [0.0, 0.3], "probability_seed": [1.0, 0.2]},
+    # times on the scale of the random workloads' arrivals (1e-4 s apart): fits, refits and dead blocks
+    "workload_aware": {"categories": ["type_turn", "type", "first_later", "none"],
+                       "lifespan": ["quantile", "mean_multiple", "none"], "admit_threshold": [None, 0.0, 0.3, 0.9],
+                       "first_fit_s": [1e-4, 1e-3], "refit_s": [3e-4, 3e-3, 3600.0], "fit_window_s": [6e-4, 3600.0],
+                       "min_samples": [1, 3, 20], "horizon_s": [1e-4, 60.0], "lifespan_q": [0.5, 0.9],
+                       "lifespan_c": [0.5, 4.0],
+                       "max_turn": [1, 4]},
 }
+#: workload_aware with fits on the scripted streams' time scale (0.01 s between requests)
+WA_FIT = {"first_fit_s": 0.05, "refit_s": 0.4, "fit_window_s": 1.0, "min_samples": 5, "horizon_s": 0.2}
 #: the parameter sets of the scripted and small-stream cases (each must be bit-identical)
 CASES = [(p, {}) for p in COMPILED] + [("lru_k", {"k": 1}), ("lru_k", {"k": 3}), ("lru_k", {"k": 2, "ghost": 0.05}),
                                          ("hot_prefix", {"f": 1}), ("hot_prefix", {"f": 10}),
                                          ("dynamic_random", {"target_bytes_per_day": 10**6, "update_interval_s": 1.0}),
                                          ("dynamic_random", {"probability_seed": 0.05, "size_decay": 0.3}),
-                                         ("oracle", {"fa_use": "hit"}), ("oracle", {"state_use": "path"})]
+                                         ("oracle", {"fa_use": "hit"}), ("oracle", {"state_use": "path"}),
+                                         ("workload_aware", WA_FIT),
+                                         ("workload_aware", {**WA_FIT, "admit_threshold": 0.3, "categories": "type",
+                                                             "lifespan": "none"}),
+                                         ("workload_aware", {**WA_FIT, "lifespan": "mean_multiple",
+                                                             "categories": "first_later"}),
+                                         ("workload_aware", {**WA_FIT, "categories": "none", "admit_threshold": 0.0})]
 CASE_IDS = [p + "".join(f"-{k}={v}" for k, v in kw.items()) for p, kw in CASES]
 
 
@@ -106,7 +121,18 @@ def test_compiled_policy_is_the_interpreted_policy(policy, w, data):
     tr = dataclasses.replace(tr, counted=np.asarray(counted, dtype=bool))
     params = {k: data.draw(st.sampled_from(v), label=k) for k, v in PARAMS.get(policy, {}).items()}
     kw = {"log_capacity": 4, "heap_capacity": 4} if small else {}
+    if policy == "workload_aware":
+        tr = _with_categories(tr, data.draw(st.integers(0, 2**16), label="category_seed"))
     assert_same(*run_both(tr, policy, params, model, _hw(caps), **kw))
+
+
+def _with_categories(tr, seed):
+    """``tr`` with random request types (one of them null) and turns, for workload_aware's categories."""
+    rng = np.random.default_rng(seed)
+    n = tr.n_requests
+    kinds = ["text", "agent", None, "subagent_x"]
+    cat = [kinds[int(k)] for k in rng.integers(0, len(kinds), size=n)]
+    return dataclasses.replace(tr, category=cat, turn=rng.integers(0, 7, size=n).astype(tr.turn.dtype))
 
 
 def _scripted(seed=0, n=400):
@@ -136,6 +162,8 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model
     # the unit: an FA chunk, or a STATE (a hundred times larger) on the hybrid model
     u = int(model.state_bytes_array(np.array([ct]))[0]) // 2 if model.has_state else model.fa_bytes(ct)
     tr = trace_from_paths(_scripted(), chunk_tokens=ct, arrivals=np.arange(400) * 0.01)
+    if policy == "workload_aware":
+        tr = _with_categories(tr, 7)
     # oracle admits only what the SSD holds until its next use: with a roomy SSD it never evicts
     # there, so it gets an SSD smaller than DRAM (where it also forces writes on the dense model)
     hw = _hw((6 * u, 10 * u, 5 * u) if policy == "oracle" else (6 * u, 30 * u, 120 * u))
@@ -174,6 +202,21 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model
         assert pol["dram_victims_written"] > 0 and (pol["ssd_victims"] > 0 or params.get("f") == 10)
         if params.get("f", 2) > 1:
             assert pol["dram_victims_dropped"] > 0
+    elif policy == "workload_aware":
+        # DRAM victims written, SSD evictions, queues re-keyed, categories fitted; a threshold drops some
+        assert pol["dram_victims_demoted"] > 0 and pol["requeued"] > 0
+        assert pol["ssd_evictions"] > 0 or "admit_threshold" in params     # (it drops what would fill the SSD)
+        # (several categories: heads are scored that do not win)
+        victims = pol["dram_victims_demoted"] + pol["dram_victims_dropped"] + pol["ssd_evictions"]
+        scored_more = pol["heads_scored"] > victims
+        assert scored_more or params.get("categories") == "none"
+        if params:
+            assert pol["refits"] > 0 and pol["categories"] > 1 or params.get("categories") == "none"
+            assert pol["pooled_reuse_prob"] > 0
+        if "admit_threshold" in params:
+            assert pol["dram_victims_dropped"] > 0                  # (with 0: the dead ones)
+        if params and params.get("lifespan") != "none":
+            assert pol["dead_victims"] > 0
     elif policy == "dynamic_random":
         assert pol["admitted"] > 0 and pol["dram_victims_written"] > 0
         if params:
@@ -239,6 +282,8 @@ def test_small_streams_are_identical(policy, params, seed):
     tr, model, hw = _small_stream(seed)
     if policy == "write_through_selective":
         params = {"threshold": 2}
+    if policy == "workload_aware":
+        tr = _with_categories(dataclasses.replace(tr, arrival_s=np.arange(tr.n_requests) * 0.01), seed)
     assert_same(*run_both(tr, policy, params, model, hw))
 
 
@@ -257,7 +302,6 @@ def test_auto_runs_the_compiled_policies_on_numba():
     ("lru_k", {"crp": 1.0}, "crp"),
     ("hot_prefix", {"half_life_s": 600}, "half_life_s"),
     ("hot_prefix", {"eviction": "heat"}, "eviction"),
-    ("workload_aware", {}, "not compiled"),
 ])
 def test_settings_that_cannot_be_exact_stay_interpreted(policy, params, why):
     # auto falls back to the interpreted engine for the parameter settings the compiled port

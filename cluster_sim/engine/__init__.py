@@ -61,7 +61,7 @@ __all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports
 
 ENGINES = ("auto", "numba", "python")
 SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective", "lru_k", "hot_prefix",
-                      "dynamic_random", "oracle")
+                      "dynamic_random", "oracle", "workload_aware")
 _MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
 _TIER_KEYS = ("hbm", "dram", "ssd")
 #: a fresh compile of every kernel (_warm_up) on the 2-core machines here: 134 s on one, 309 s on another
@@ -324,7 +324,7 @@ class CompiledNode:
                          "write_through": J.POLICY_WRITE_THROUGH,
                          "write_through_selective": J.POLICY_WRITE_THROUGH, "lru_k": J.POLICY_LRU_K,
                          "hot_prefix": J.POLICY_HOT_PREFIX, "dynamic_random": J.POLICY_DYNAMIC_RANDOM,
-                         "oracle": J.POLICY_ORACLE}[policy]
+                         "oracle": J.POLICY_ORACLE, "workload_aware": J.POLICY_WORKLOAD_AWARE}[policy]
         M[J.M_THRESH] = int(getattr(params, "threshold", 1))
         if policy == "hot_prefix":
             # heat without decay is a whole count, so heat >= f is count >= ceil(f)
@@ -338,6 +338,12 @@ class CompiledNode:
             rank = {int(v): i for i, v in enumerate(distinct.tolist())}
             M[J.M_OR_FARANK] = rank[fab]
             self._or_szr = np.array([rank.get(int(v), 0) for v in sb.tolist()], dtype=np.int64)
+        if policy == "workload_aware":
+            M[J.M_KEYED] = 1          # its DRAM and SSD queues are per-category heaps (_jit._wa_*)
+            M[J.M_WA_THETA] = int(params.admit_threshold is not None)
+            from ..policies.workload_aware import ReuseFits
+            self.fits = ReuseFits.for_stream(params, U)
+            self._wa_names: dict = {}
         if policy == "lru_k":
             K = int(params.k)
             M[J.M_KEYED] = 1
@@ -375,6 +381,7 @@ class CompiledNode:
             FX=self._floats(hardware, lo), rng=rng if rng is not None else np.random.default_rng(0))
         M[J.M_DR_LO] = lo
         M[J.M_DR_CAP] = len(self.S.FX)
+        M[J.M_WA_FIT] = J.FXW_LT + 2 * U
         self._seg_len = {k: 0 for k in self._SEGMENTS}
         self._repack(**self._seg_init)
         del self._seg_init
@@ -386,7 +393,7 @@ class CompiledNode:
     _out_room = None        # tests: the outcome log's room per request (None: a tier's worth)
     # the policy's segments of PX, in order, and their offsets in M
     _SEGMENTS = ("A", "B", "NFA", "NST", "W", "FOFF", "FNFA", "FNST", "LAB", "OUT", "AQ", "LK", "PEND", "DEC", "SU",
-                 "FEN", "FK", "G", "SZR")
+                 "FEN", "FK", "G", "SZR", "WQ", "WK", "WC")
 
     def _policy_arrays(self, U: int, bound: list) -> dict:
         """The policy's part of the state: one int64 array ``PX`` of segments (empty where the
@@ -406,7 +413,9 @@ class CompiledNode:
         SSD bytes are filed under, ``G`` per chunk the request that last guarded it, ``SZR`` the
         size rank of a STATE by depth, and from :meth:`set_future` ``NFA`` / ``NST``, ``FOFF`` /
         ``FNFA`` / ``FNST``, ``SU`` (the chunk whose STATE each request uses) and ``FEN`` (the
-        Fenwick tree of SSD bytes by next use)."""
+        Fenwick tree of SSD bytes by next use); workload_aware: ``A`` the category of each payload, ``G``
+        per chunk the request that last guarded it, ``WQ`` / ``WK`` per tier (DRAM, SSD) the category
+        queue a payload is filed in and its key there, ``WC`` the category of each request of a call."""
         J = self.J
         z = np.zeros(0, dtype=np.int64)
         seg = {k: z for k in self._SEGMENTS}
@@ -436,6 +445,12 @@ class CompiledNode:
             seg["FK"] = np.full(2 * U, -1, dtype=np.int64)
             seg["G"] = np.full(U, -1, dtype=np.int64)
             seg["SZR"] = self._or_szr
+        elif self.policy_name == "workload_aware":
+            seg["A"] = np.full(2 * U, -1, dtype=np.int64)
+            seg["G"] = np.full(U, -1, dtype=np.int64)
+            seg["WQ"] = np.full(4 * U, -1, dtype=np.int64)
+            seg["WK"] = np.full(4 * U, -1, dtype=np.int64)
+            seg["WC"] = np.zeros(1024, dtype=np.int64)
         elif self.policy_name == "lru_k":
             K = int(self.params.k)
             rec = np.full((2 * U, K + 6), -1, dtype=np.int64)
@@ -452,6 +467,11 @@ class CompiledNode:
         """``FX``: dynamic_random's control loop, its parameters and the draw buffer (one slot for
         the other policies)."""
         J = self.J
+        if self.policy_name == "workload_aware":
+            FX = np.zeros(J.FXW_LT + 2 * self.n_chunks + 4 * 16, dtype=np.float64)
+            theta = self.params.admit_threshold
+            FX[J.FXW_THETA] = 0.0 if theta is None else float(theta)
+            return FX
         if self.policy_name != "dynamic_random":
             return np.zeros(1, dtype=np.float64)
         from ..policies.dynamic_random import write_budget
@@ -639,28 +659,46 @@ class CompiledNode:
             lp[:k] = S.log_p[:k]
             ls[:k] = S.log_s[:k]
             S = S._replace(log_p=lp, log_s=ls)
-        if g & (2 | 4 | 8):
+        if g & (2 | 4 | 8 | J.GROW_WAH):
             hcap = S.hcap.copy()
             for t in range(3):
                 if g & (2 << t):
                     hcap[t] *= 2
-            hoff = np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64)
-            hs = np.zeros(int(hcap.sum()), dtype=np.int64)
-            hp = np.zeros(int(hcap.sum()), dtype=np.int64)
-            for t in range(3):
-                n, o, no = int(S.hn[t]), int(S.hoff[t]), int(hoff[t])
-                hs[no:no + n] = S.heap_s[o:o + n]
-                hp[no:no + n] = S.heap_p[o:o + n]
-            S = S._replace(heap_s=hs, heap_p=hp, hoff=hoff, hcap=hcap)
+            if g & J.GROW_WAH:
+                # workload_aware's category queues (DRAM, SSD alternating): room for a request's entries
+                for h in range(J.WA_H0, len(hcap)):
+                    room = int(S.M[J.M_WA_ROOM1 if (h - J.WA_H0) % 2 == 0 else J.M_WA_ROOM2])
+                    n = int(S.hn[h])
+                    if n + room > hcap[h] or 4 * n > hcap[h]:
+                        hcap[h] = max(2 * hcap[h], 2 * (n + room))
+            S = self._heaps(S, hcap)
         S.M[J.M_DR_CAP] = len(S.FX)
         S.M[J.M_GROW] = 0
         self.S = S
 
+    @staticmethod
+    def _heaps(S, hcap):
+        """``S`` with its candidate heaps given the capacities ``hcap`` (entries kept; heaps beyond the
+        current ones start empty)."""
+        hcap = np.asarray(hcap, dtype=np.int64)
+        hoff = np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64)
+        hs = np.zeros(int(hcap.sum()), dtype=np.int64)
+        hp = np.zeros(int(hcap.sum()), dtype=np.int64)
+        hn = np.zeros(len(hcap), dtype=np.int64)
+        for t in range(len(S.hcap)):
+            n, o, no = int(S.hn[t]), int(S.hoff[t]), int(hoff[t])
+            hs[no:no + n] = S.heap_s[o:o + n]
+            hp[no:no + n] = S.heap_p[o:o + n]
+            hn[t] = n
+        return S._replace(heap_s=hs, heap_p=hp, hoff=hoff, hcap=hcap, hn=hn)
+
     def replay_raw(self, offsets: np.ndarray, idx: np.ndarray, counted: np.ndarray,
-                   arrival: np.ndarray | None = None) -> np.ndarray:
+                   arrival: np.ndarray | None = None, category=None, turn=None) -> np.ndarray:
         """The cache side of requests ``idx`` (in order): one row of ``_jit.R_*`` columns each.
         ``arrival``: every trace request's arrival time (s), as ``trace.arrival_s``; None for a
-        policy that never reads the clock (``dynamic_random``'s control loop does)."""
+        policy that never reads the clock (``dynamic_random``'s control loop and workload_aware
+        do). ``category`` / ``turn``: every trace request's, as ``trace.category`` / ``trace.turn``
+        (workload_aware's categories; None: none / 0)."""
         J = self.J
         if self.needs_future and not self._has_future:
             raise ValueError(f"{self.policy_name} needs the node's future request stream (set_future)")
@@ -669,8 +707,8 @@ class CompiledNode:
         idx = _readonly(np.ascontiguousarray(idx, dtype=np.int64))
         counted = _readonly(np.ascontiguousarray(counted, dtype=np.bool_))
         if arrival is None:
-            if self.policy_name == "dynamic_random":
-                raise ValueError("dynamic_random needs the requests' arrival times (replay_raw(..., arrival))")
+            if self.policy_name in ("dynamic_random", "workload_aware"):
+                raise ValueError(f"{self.policy_name} needs the requests' arrival times (replay_raw(..., arrival))")
             arrival = np.zeros(len(offsets) - 1, dtype=np.float64)
         arrival = _readonly(np.ascontiguousarray(arrival, dtype=np.float64))
         R = np.zeros((len(idx), J.N_R), dtype=np.int64)
@@ -684,12 +722,69 @@ class CompiledNode:
         if int(self.S.M[J.M_SEQ]) + len(idx) >= 2**31 - 1:
             raise ConfigError("cache.engine", "the compiled engine numbers a node's requests below 2^31 (its pins "
                               "are int32) and this node replays more: use cache.engine=python")
+        if self.policy_name == "workload_aware":
+            self._wa_replay(offsets, idx, counted, arrival, category, turn, R)
+            return R
+        self._replay_rows(offsets, idx, counted, arrival, R)
+        return R
+
+    def _replay_rows(self, offsets, idx, counted, arrival, R) -> None:
+        """The kernel over requests ``idx`` (rows of ``R``), growing the state between calls."""
+        J = self.J
         j = 0
         while True:
             j = J.replay(self.S, offsets, idx, counted, arrival, j, R)
             if j >= len(idx):
-                return R
+                return
             self._grow()
+
+    def _wa_replay(self, offsets, idx, counted, arrival, category, turn, R) -> None:
+        """workload_aware: the reuse statistics run here, with the reference's code, request by request
+        (they depend on the stream alone); the kernel runs the requests between two refits with the
+        fits of that stretch and each request's category."""
+        fits = self.fits
+        names = self._wa_names
+        flat = self.S.flat
+        arr = arrival[idx].tolist()
+        cats = np.zeros(len(idx), dtype=np.int64)
+        start = 0
+        for k, i in enumerate(idx.tolist()):
+            now = arr[k]
+            if k > start and fits.refit_due(now):
+                self._wa_run(offsets, idx, counted, arrival, cats, start, k, R)
+                start = k
+            fits.tick(now)
+            key = (None if category is None else category[i], 0 if turn is None else int(turn[i]))
+            w = names.get(key)
+            if w is None:
+                w = names[key] = fits._cat_id(fits.category_name(*key))
+            cats[k] = w
+            fits._observe(flat[offsets[i]:offsets[i + 1]], now, w)
+        if start < len(idx):
+            self._wa_run(offsets, idx, counted, arrival, cats, start, len(idx), R)
+
+    def _wa_run(self, offsets, idx, counted, arrival, cats, a, b, R) -> None:
+        """Requests ``idx[a:b]`` (no refit among them) on the kernel, with the fits as they stand."""
+        J = self.J
+        n = len(self.fits.cat_names)
+        S = self.S
+        if len(S.hcap) < J.WA_H0 + 2 * n:              # queues for the new categories
+            grow = J.WA_H0 + 2 * n - len(S.hcap)
+            self.S = S = self._heaps(S, np.concatenate([S.hcap, np.full(grow, 64, dtype=np.int64)]))
+        fo = int(S.M[J.M_WA_FIT])
+        if len(S.FX) < fo + 4 * n:
+            FX = np.zeros(fo + 8 * n, dtype=np.float64)
+            FX[:len(S.FX)] = S.FX
+            self.S = S = S._replace(FX=FX)
+            S.M[J.M_DR_CAP] = len(FX)
+        H = self.fits.H
+        for w, (P, lam, L) in enumerate(self.fits.fit):
+            S.FX[fo + 4 * w:fo + 4 * w + 4] = (P, lam, L, 1.0 - math.exp(-lam * H))
+        S.M[J.M_WA_NCAT] = n
+        if len(self._seg("WC")) < b - a:
+            self._repack(WC=np.zeros(2 * (b - a), dtype=np.int64))
+        self._seg("WC")[:b - a] = cats[a:b]
+        self._replay_rows(offsets, idx[a:b], counted[a:b], arrival, R[a:b])
 
     def replay(self, trace, idx: np.ndarray, counted: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         """Process the trace requests ``idx`` (in order) and count those ``counted`` (default: the
@@ -701,7 +796,7 @@ class CompiledNode:
             self._hindsight_passes(trace)
         idx = np.asarray(idx, dtype=np.int64)
         counted = trace.counted[idx] if counted is None else np.asarray(counted, dtype=bool)
-        R = self.replay_raw(trace.offsets, idx, counted, trace.arrival_s)
+        R = self.replay_raw(trace.offsets, idx, counted, trace.arrival_s, trace.category, trace.turn)
         lat, ttft, hits = self._price(R, trace.input_tokens[idx], trace.arrival_s[idx], counted)
         snap = np.concatenate([R[:, J.R_USED0:J.R_USED2 + 1], R[:, J.R_LEFT0:J.R_LEFT2 + 1],
                                R[:, [J.R_LEFTN2, J.R_ADM, J.R_ADM_HIT]], hits], axis=1)
@@ -806,6 +901,11 @@ class CompiledNode:
                     "histories_forgotten": PK[J.PK_FORGOTTEN], **tally}
         if self.policy_name == "hot_prefix":
             return tally
+        if self.policy_name == "workload_aware":
+            return {"dram_victims_demoted": PK[J.PK_WA_DEMOTED], "dram_victims_dropped": PK[J.PK_WA_DROPPED],
+                    "ssd_evictions": PK[J.PK_WA_SSD_EV], "dead_victims": PK[J.PK_WA_DEAD],
+                    "heads_scored": PK[J.PK_WA_SCORED], "requeued": PK[J.PK_WA_REQUEUED],
+                    "failed_selects": PK[J.PK_WA_FAILED], **self.fits.fit_counters()}
         if self.policy_name == "dynamic_random":
             FX = S.FX
             return {"admitted": PK[J.PK_DR_ADM], "rejected": PK[J.PK_DR_REJ], "admitted_bytes": PK[J.PK_DR_ADM_B],

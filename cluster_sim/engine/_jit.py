@@ -31,6 +31,7 @@ the tier). The walk (:func:`_walk`) is the one constrained victim selection.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -46,7 +47,7 @@ GATE, GATE_FORCE = 3, 4   # a walk's action: write_through.gated_select (strict,
 FORCED = 5           # a victim's action: demoted although the policy rejected it (a forced write)
 MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
 (POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH, POLICY_LRU_K, POLICY_HOT_PREFIX, POLICY_DYNAMIC_RANDOM,
- POLICY_ORACLE) = range(7)
+ POLICY_ORACLE, POLICY_WORKLOAD_AWARE) = range(8)
 
 # meta
 (M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
@@ -56,8 +57,9 @@ MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
  M_CAP_OUT, M_O_AQ, M_CAP_AQ, M_KEYED, M_O_LK, M_LK_K, M_LK_Q, M_GHEAD, M_GTAIL, M_GN, M_NRES, M_CAPP,
  M_GHOST_F, M_O_PEND, M_PENDN, M_CAP_PEND, M_DR_STARTED, M_DR_UN, M_DR_UI, M_DR_U0, M_DR_CAP, M_DR_ND,
  M_DR_SEL, M_O_DEC, M_CAP_DEC, M_DR_ROOM, M_DR_LO, M_O_SU, M_O_FEN, M_O_FK, M_O_G, M_O_SZR, M_OR_NSZ,
- M_OR_FARANK, M_OR_SPATH, M_OR_FTOT) = range(80)
-N_META = 80          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+ M_OR_FARANK, M_OR_SPATH, M_OR_FTOT, M_O_WQ, M_O_WK, M_O_WC, M_WA_CAT, M_WA_NCAT, M_WA_FIT, M_WA_THETA,
+ M_WA_ROOM1, M_WA_ROOM2) = range(89)
+N_META = 89          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
 # M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
 # admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
 # when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
@@ -84,10 +86,16 @@ N_META = 80          # M_LEFT*: bytes / copies that left each tier (CacheState.l
 # next use each SSD copy's bytes are filed under (-1 none), G the request that last guarded a chunk
 # (its resident path), SZR the size rank of a STATE by depth (rank 0: the largest payload size;
 # M_OR_FARANK the FA's, M_OR_NSZ the number of sizes)
+# workload_aware: segment A the category of each payload (pcat, -1 none), G the request that last guarded a
+# chunk, WQ / WK per tier (DRAM, then the SSD; 2U each) the category whose queue a payload is filed in
+# (qcat, -1 none) and its key in that queue (-1: popped or not queued), WC the category of each request of
+# the call; M_WA_CAT the current request's, M_WA_NCAT the categories so far (queue heaps from WA_H0),
+# M_WA_FIT where the fits start in FX, M_WA_THETA 1 when admit_threshold is set, M_WA_ROOM1 / 2 the
+# entries one request may add to a DRAM / SSD queue (kept free before it)
 # counters
 (K_WR_FA, K_WR_STATE, K_ADM_FA, K_ADM_STATE, K_ADM_HIT_FA, K_ADM_HIT_STATE, K_DRAM_DEMOTED,
  K_DRAM_DROPPED, K_LOG_COMPACTIONS, K_HEAP_COMPACTIONS) = range(10)
-N_COUNTERS = 43
+N_COUNTERS = 50
 # per-request outputs (columns of R)
 (R_H, R_R, R_M, R_N_HBM, R_N_DRAM, R_N_SSD, R_Q_TIER, R_DRAM_B, R_SSD_B, R_SKIPPED, R_WR,
  R_USED0, R_USED1, R_USED2, R_LEFT0, R_LEFT1, R_LEFT2, R_LEFTN2, R_ADM, R_ADM_HIT) = range(20)
@@ -105,16 +113,24 @@ PK_DR_ADM, PK_DR_REJ, PK_DR_ADM_B, PK_DR_REJ_B, PK_DR_UPDATES, PK_DR_WRITTEN, PK
 # policy counters: oracle (its select_victims' counts, in its counters() order)
 (PK_OR_WRITTEN, PK_OR_NEVER, PK_OR_NO_ROOM, PK_OR_OTHER, PK_OR_FORCED, PK_OR_SSD_EV, PK_OR_SSD_NEVER,
  PK_OR_FAILED) = range(35, 43)
+# policy counters: workload_aware (its select_victims' counts, in its counters() order)
+(PK_WA_DEMOTED, PK_WA_DROPPED, PK_WA_SSD_EV, PK_WA_DEAD, PK_WA_SCORED, PK_WA_REQUEUED,
+ PK_WA_FAILED) = range(43, 50)
 # dynamic_random's floats (FX): the control loop and its parameters, then the draw buffer
 (FX_FACTOR, FX_START, FX_LAST, FX_ROBS, FX_RNEED, FX_TARGET, FX_MAXRATE, FX_CW, FX_FMIN, FX_FMAX, FX_INTERVAL,
  FX_DECAY, FX_BITLEN_BASE, FX_UB) = range(14)
 DAY = 86400.0
+# workload_aware's floats (FX): the request's time, admit_threshold, then last_t per payload from FXW_LT
+# (2U), then per category (from M[M_WA_FIT]) P, lambda, lifespan and the gain 1 - e^{-lambda H}
+FXW_NOW, FXW_THETA, FXW_LT = 0, 1, 8
+WA_H0 = 3            # workload_aware: heap index of category w's queue in tier t is WA_H0 + 2 w + (t - 1)
 # grow requests (bits of M[M_GROW])
 GROW_LOG = 1
 GROW_HEAP = (2, 4, 8)
 GROW_OUT = 16
 GROW_AQ = 32
 GROW_DR = 64
+GROW_WAH = 128       # workload_aware: a category queue needs room
 
 F_ADM, F_HIT = 1, 2
 F_OHIT = 4           # oracle_admission: this SSD copy served a reuse from the SSD (since it entered)
@@ -194,6 +210,9 @@ def _heap_compact(S, t):
     """Keep the valid entries of tier ``t``'s heap, once each, sorted (a sorted array is a heap)."""
     o = S.hoff[t]
     n = S.hn[t]
+    if t >= WA_H0:
+        _wa_heap_compact(S, t, o, n)
+        return
     if t != HBM and S.M[M_POLICY] == POLICY_ORACLE:
         _or_heap_compact(S, t, o, n)
         return
@@ -548,6 +567,36 @@ def _lk_leave_many(S, was_in):
             _lk_gone(S, p | 1)
 
 
+# ---------------------------------------------------------------------------- chain credits
+@njit(cache=True, inline="always")
+def _chain_credit(S, t, c, bit, drop_last, credited, credited_any):
+    """A victim FA ``c`` of tier ``t`` (its parent exists) is chosen: its parent is credited with its
+    whole resident subtree when its last copy goes (prefix closure), and its nearest ancestor in the
+    tier with its whole tier-subtree (leaf-first); ``Tentative.choose``. Returns that ancestor (-1:
+    none). The credited chunks are listed once each, to be cleared by :func:`_clear_credits`."""
+    cred, cred_any = S.cred, S.cred_any
+    par = S.parent[c]
+    if drop_last:
+        if cred_any[par] == 0:
+            credited_any.append(par)
+        cred_any[par] += 1 + S.dany[c]
+    y = par if (S.res[2 * par] & bit) != 0 else _nearest_in_tier(S, c, bit)
+    if y >= 0:
+        if cred[y] == 0:
+            credited.append(y)
+        cred[y] += 1 + S.dcnt[t, c]
+    return y
+
+
+@njit(cache=True, inline="always")
+def _clear_credits(S, credited, credited_any):
+    """The chain credits are zero again (between walks)."""
+    for x in credited:
+        S.cred[x] = 0
+    for x in credited_any:
+        S.cred_any[x] = 0
+
+
 # ---------------------------------------------------------------------------- oracle
 # policies.oracle on flat arrays. Its candidate queues (one LazyHeap per tier in the reference, entries
 # ordered by (-next use, -size, payload)) live in the DRAM and SSD heap arrays: an entry is (key,
@@ -590,13 +639,23 @@ def _or_pop(S, t):
 @njit(cache=True)
 def _or_heap_compact(S, t, o, n):
     """Keep the valid entries of tier ``t``'s queue, once each, sorted by (key, payload)."""
+    keep = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        keep[i] = S.PX[_or_slot(S, t, S.heap_p[o + i])] == S.heap_s[o + i]
+    _heap_rebuild(S, t, o, n, keep)
+
+
+@njit(cache=True)
+def _heap_rebuild(S, t, o, n, keep):
+    """Heap ``t`` (entries at ``o``, ``n`` of them) keeps the entries marked in ``keep``, once each,
+    sorted by (key, payload) (a sorted array is a heap)."""
     hs = S.heap_s[o:o + n]
     hp = S.heap_p[o:o + n]
     ks = np.empty(n, dtype=np.int64)
     kp = np.empty(n, dtype=np.int64)
     k = 0
     for i in range(n):
-        if S.PX[_or_slot(S, t, hp[i])] == hs[i]:
+        if keep[i]:
             ks[k] = hs[i]
             kp[k] = hp[i]
             k += 1
@@ -861,15 +920,7 @@ def _or_walk(S, t, need, out, acts):
         if fa:
             par = parent[c]
             if par >= 0:
-                if last and (a == DROP or t == SSD):
-                    if cred_any[par] == 0:
-                        credited_any.append(par)
-                    cred_any[par] += 1 + dany[c]
-                y = par if (res[2 * par] & bit) != 0 else _nearest_in_tier(S, c, bit)
-                if y >= 0:
-                    if cred[y] == 0:
-                        credited.append(y)
-                    cred[y] += 1 + dcnt[t, c]
+                y = _chain_credit(S, t, c, bit, last and (a == DROP or t == SSD), credited, credited_any)
                 # its parent (prefix closure) and nearest ancestor in the tier (leaf-first) may now leave
                 for k in range(2):
                     x = par if k == 0 else y
@@ -882,10 +933,7 @@ def _or_walk(S, t, need, out, acts):
                     elif ((res[f] & bit) != 0 and (dcnt[t, x] == 0 or dcnt[t, x] == cred[x])
                           and PX[_or_slot(S, t, f)] < 0):
                         _or_push(S, t, f, _or_key(S, f))    # a leaf now, counting this call's victims
-    for x in credited:
-        cred[x] = 0
-    for x in credited_any:
-        cred_any[x] = 0
+    _clear_credits(S, credited, credited_any)
     for i in range(len(held_p)):
         x = held_p[i]
         if (flags[x] & F_HELD) != 0:
@@ -904,6 +952,295 @@ def _or_walk(S, t, need, out, acts):
         return False
     for i in range(8):
         S.K[PK_OR_WRITTEN + i] += n[i]
+    return True
+
+# ---------------------------------------------------------------------------- workload_aware
+# policies.workload_aware on flat arrays. Its queues (one LazyHeap per category and tier, entries ordered
+# by (stamp when filed, payload)) are heaps WA_H0 + 2 w + (t - 1) of the heap arrays: an entry (key, p) is
+# valid while p is filed in that category's queue (qcat, segment WQ) under that key (segment WK; -1 once
+# popped: LazyHeap.pop leaves qcat as it is). The reuse fits are computed by the wrapper with the
+# reference's own code (policies.workload_aware.ReuseFits) and given in FX; the categories of the requests
+# in segment WC.
+@njit(cache=True, inline="always")
+def _wa_heap(t, w):
+    return WA_H0 + 2 * w + (t - 1)
+
+
+@njit(cache=True, inline="always")
+def _wa_slot(S, t, p):
+    """Where payload ``p``'s entries for tier ``t`` are in segments WQ and WK (from their starts)."""
+    return (t - 1) * len(S.res) + p
+
+
+@njit(cache=True, inline="always")
+def _wa_push(S, t, w, p, key):
+    """``queues[t][w].push(p, key, p)`` with ``qcat[t][p] = w``."""
+    i = _wa_slot(S, t, p)
+    S.PX[S.M[M_O_WQ] + i] = w
+    S.PX[S.M[M_O_WK] + i] = key
+    _heap_push(S, _wa_heap(t, w), key, p)
+
+
+@njit(cache=True)
+def _wa_top(S, t, w):
+    """``queues[t][w].peek()``: its least valid entry (key, payload), or (-1, -1)."""
+    h = _wa_heap(t, w)
+    o = S.hoff[h]
+    i0 = (t - 1) * len(S.res)
+    oq = S.M[M_O_WQ] + i0
+    ok = S.M[M_O_WK] + i0
+    while S.hn[h] > 0:
+        s = S.heap_s[o]
+        p = S.heap_p[o]
+        if S.PX[oq + p] == w and S.PX[ok + p] == s:
+            return s, p
+        _heap_pop(S, h)
+    return np.int64(-1), np.int64(-1)
+
+
+@njit(cache=True, inline="always")
+def _wa_take(S, t, w, p):
+    """The top entry of ``queues[t][w]`` (valid, payload ``p``) leaves the queue (``pop``)."""
+    _heap_pop(S, _wa_heap(t, w))
+    S.PX[S.M[M_O_WK] + _wa_slot(S, t, p)] = -1
+
+
+@njit(cache=True)
+def _wa_heap_compact(S, h, o, n):
+    """Keep the valid entries of a category queue, once each, sorted by (key, payload)."""
+    t = 1 + ((h - WA_H0) & 1)
+    w = (h - WA_H0) >> 1
+    i0 = (t - 1) * len(S.res)
+    oq = S.M[M_O_WQ] + i0
+    ok = S.M[M_O_WK] + i0
+    keep = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        p = S.heap_p[o + i]
+        keep[i] = S.PX[oq + p] == w and S.PX[ok + p] == S.heap_s[o + i]
+    _heap_rebuild(S, h, o, n, keep)
+
+
+@njit(cache=True)
+def _wa_enter(S, t, p):
+    """``WorkloadAwarePolicy.on_enter``: filed under its category (the request's if it has none)."""
+    if t == HBM:
+        return
+    o = S.M[M_O_A] + p
+    w = S.PX[o]
+    if w < 0:
+        w = S.M[M_WA_CAT]
+        S.PX[o] = w
+    _wa_push(S, t, w, p, S.stamp[p])
+
+
+@njit(cache=True, inline="always")
+def _wa_leave(S, t, p):
+    """``WorkloadAwarePolicy.on_leave``."""
+    if t == HBM:
+        return
+    i = _wa_slot(S, t, p)
+    S.PX[S.M[M_O_WQ] + i] = -1
+    S.PX[S.M[M_O_WK] + i] = -1
+
+
+@njit(cache=True)
+def _wa_touch(S, p, w, now):
+    """``_recategorise`` of one payload to category ``w`` (a filed one moves to ``w``'s queue with its
+    stamp), then ``last_t[p] = now``."""
+    o = S.M[M_O_A] + p
+    if S.PX[o] != w:
+        S.PX[o] = w
+        for t in range(DRAM, SSD + 1):
+            if S.PX[S.M[M_O_WQ] + _wa_slot(S, t, p)] >= 0:
+                _wa_push(S, t, w, p, S.stamp[p])
+    S.FX[FXW_LT + p] = now
+
+
+@njit(cache=True)
+def _wa_access(S, path, r, q):
+    """``WorkloadAwarePolicy.on_access`` (its statistics are the wrapper's): guard the resident path,
+    recategorise the payloads and stamp their time."""
+    M = S.M
+    seq = M[M_SEQ]
+    og = M[M_O_G]
+    for k in range(r):
+        S.PX[og + path[k]] = seq
+    w = M[M_WA_CAT]
+    now = S.FX[FXW_NOW]
+    for k in range(len(path)):
+        _wa_touch(S, 2 * path[k], w, now)
+    if q >= 0:
+        _wa_touch(S, q, w, now)
+
+
+@njit(cache=True, inline="always")
+def _wa_score(S, p, w, now):
+    """``WorkloadAwarePolicy.score`` (the reference's arithmetic, in its order)."""
+    FX = S.FX
+    f = S.M[M_WA_FIT] + 4 * w
+    d = now - FX[FXW_LT + p]
+    if d > FX[f + 2]:
+        return 0.0
+    x = 0.0 if 0.0 > d else d            # max(d, 0.0)
+    return FX[f] * math.exp(-FX[f + 1] * x) * FX[f + 3]
+
+
+@njit(cache=True)
+def _wa_may_leave(S, t, p, action_drop, seq, bit):
+    """``select_victims``' ``may_leave``: not pinned nor chosen; an FA copy a tentative leaf of the
+    tier and, when its last copy would go, without resident descendants, pinned STATE or guard."""
+    if S.pin[p] == seq or (S.flags[p] & F_WCH) != 0:
+        return False
+    if (p & 1) == 0:
+        c = p >> 1
+        d = S.dcnt[t, c]
+        if d != 0 and d != S.cred[c]:
+            return False
+        if action_drop and S.res[p] == bit:
+            da = S.dany[c]
+            if da != 0 and da != S.cred_any[c]:
+                return False
+            q = p | 1
+            if (S.res[q] != 0 and S.pin[q] == seq) or S.PX[S.M[M_O_G] + c] == seq:
+                return False
+    return True
+
+
+@njit(cache=True)
+def _wa_walk(S, t, need, out, acts):
+    """``WorkloadAwarePolicy.select_victims`` of tier ``t`` (DRAM or SSD): the victim is the head
+    (over the category queues) with the least (score, -depth, key, payload); a head that may not
+    leave now is skipped for this call (and reconsidered when a victim credits it); a head whose key
+    is stale is re-filed under its stamp (``requeued``). Appends the victims and their actions; or,
+    atomically, returns False with nothing chosen and the shortfall in ``M[M_SHORT]`` (the counts of
+    heads scored, re-filed and dead victims stay, as the reference's do). Chain credits as in
+    :func:`_walk` (zero between walks)."""
+    M, K = S.M, S.K
+    bit = _bit(t)
+    seq = M[M_SEQ]
+    now = S.FX[FXW_NOW]
+    ncat = M[M_WA_NCAT]
+    demote_ok = t == DRAM and M[M_CAP2] > 0
+    theta_on = M[M_WA_THETA] != 0
+    theta = S.FX[FXW_THETA]
+    res, flags, parent, depth, stamp = S.res, S.flags, S.parent, S.depth, S.stamp
+    hst = np.zeros(ncat, dtype=np.int64)          # heads: 0 not computed, 1 none, 2 (hsc, hdep, hkey, hp)
+    hsc = np.zeros(ncat, dtype=np.float64)
+    hdep = np.zeros(ncat, dtype=np.int64)
+    hkey = np.zeros(ncat, dtype=np.int64)
+    hp = np.zeros(ncat, dtype=np.int64)
+    held_w = [np.int64(0) for _ in range(0)]
+    held_s = [np.int64(0) for _ in range(0)]
+    sk_w = [np.int64(0) for _ in range(0)]
+    sk_s = [np.int64(0) for _ in range(0)]
+    sk_p = [np.int64(0) for _ in range(0)]
+    credited = [np.int64(0) for _ in range(0)]
+    credited_any = [np.int64(0) for _ in range(0)]
+    start = len(out)
+    freed = 0
+    ok = True
+    while freed < need:
+        bi = -1
+        for w in range(ncat):
+            if hst[w] == 0:
+                hst[w] = 1
+                while True:
+                    s, p = _wa_top(S, t, w)
+                    if p < 0:
+                        break
+                    if stamp[p] != s:                 # touched since: re-key (stamps only grow)
+                        _heap_pop(S, _wa_heap(t, w))
+                        _wa_push(S, t, w, p, stamp[p])
+                        K[PK_WA_REQUEUED] += 1
+                        continue
+                    if not _wa_may_leave(S, t, p, not demote_ok, seq, bit):
+                        _wa_take(S, t, w, p)
+                        flags[p] |= F_WSK
+                        sk_w.append(w)
+                        sk_s.append(s)
+                        sk_p.append(p)
+                        continue
+                    hsc[w] = _wa_score(S, p, w, now)
+                    K[PK_WA_SCORED] += 1
+                    hdep[w] = -depth[p >> 1]
+                    hkey[w] = s
+                    hp[w] = p
+                    hst[w] = 2
+                    break
+            if hst[w] == 2:
+                if bi < 0:
+                    bi = w
+                elif hsc[w] != hsc[bi]:
+                    if hsc[w] < hsc[bi]:
+                        bi = w
+                elif hdep[w] != hdep[bi]:
+                    if hdep[w] < hdep[bi]:
+                        bi = w
+                elif hkey[w] != hkey[bi]:
+                    if hkey[w] < hkey[bi]:
+                        bi = w
+                elif hp[w] < hp[bi]:
+                    bi = w
+        if bi < 0:
+            ok = False
+            break
+        w = bi
+        s = hkey[w]
+        p = hp[w]
+        sc = hsc[w]
+        _wa_take(S, t, w, p)
+        held_w.append(w)
+        held_s.append(s)
+        hst[w] = 0
+        if not demote_ok:
+            a = DROP
+        elif theta_on and sc <= theta and _wa_may_leave(S, t, p, True, seq, bit):
+            a = DROP
+        else:
+            a = DEMOTE
+        if (p & 1) == 0:
+            c = p >> 1
+            if parent[c] >= 0:
+                y = _chain_credit(S, t, c, bit, (a == DROP or t == SSD) and res[p] == bit, credited, credited_any)
+                if y >= 0:
+                    f = 2 * y
+                    if (flags[f] & F_WSK) != 0:       # skipped: reconsidered now that it may be a leaf
+                        flags[f] &= ~np.uint8(F_WSK)
+                        for i in range(len(sk_p) - 1, -1, -1):
+                            if sk_p[i] == f:
+                                _wa_push(S, t, sk_w[i], f, sk_s[i])
+                                hst[sk_w[i]] = 0
+                                break
+        flags[p] |= F_WCH
+        out.append(p)
+        acts.append(a)
+        freed += _psize(S, p)
+        if sc == 0.0:
+            K[PK_WA_DEAD] += 1
+    _clear_credits(S, credited, credited_any)
+    for i in range(len(sk_p) - 1, -1, -1):            # the latest skip of each payload still skipped
+        x = sk_p[i]
+        if (flags[x] & F_WSK) != 0:
+            flags[x] &= ~np.uint8(F_WSK)
+            _wa_push(S, t, sk_w[i], x, sk_s[i])
+    for i in range(start, len(out)):
+        flags[out[i]] &= ~np.uint8(F_WCH)
+    if not ok:
+        for i in range(len(held_w)):
+            _wa_push(S, t, held_w[i], out[start + i], held_s[i])
+        while len(out) > start:
+            out.pop()
+            acts.pop()
+        K[PK_WA_FAILED] += 1
+        M[M_SHORT] = need - freed
+        return False
+    for i in range(start, len(out)):
+        if t == SSD:
+            K[PK_WA_SSD_EV] += 1
+        elif acts[i] == DEMOTE:
+            K[PK_WA_DEMOTED] += 1
+        else:
+            K[PK_WA_DROPPED] += 1
     return True
 
 
@@ -928,6 +1265,8 @@ def _enter(S, t, p):
         _lk_enter(S, t, p)
     elif pol == POLICY_ORACLE:
         _or_enter(S, t, p)
+    elif pol == POLICY_WORKLOAD_AWARE:
+        _wa_enter(S, t, p)
     elif pol == POLICY_ORACLE_ADM:
         if t == SSD:
             S.PX[S.M[M_O_A] + p] = _event(S, p)
@@ -943,6 +1282,15 @@ def _enter(S, t, p):
                 _request_write(S, p)
         elif t == SSD:
             S.PX[S.M[M_O_B] + p] = -1
+
+
+@njit(cache=True, inline="always")
+def _leave(S, t, p):
+    """``p``'s copy left tier ``t`` (``on_leave(t, p)``) for the policies that keep queues of their own."""
+    if S.M[M_POLICY] == POLICY_ORACLE:
+        _or_leave(S, t, p)
+    else:
+        _wa_leave(S, t, p)
 
 
 @njit(cache=True, inline="always")
@@ -1008,6 +1356,8 @@ def _on_access(S, path, h, r, q):
     """The policy's ``on_access`` (after the match, pins and touches, before the load)."""
     if S.M[M_POLICY] == POLICY_ORACLE:
         _or_access(S, path, r)
+    elif S.M[M_POLICY] == POLICY_WORKLOAD_AWARE:
+        _wa_access(S, path, r, q)
     elif S.M[M_POLICY] == POLICY_ORACLE_ADM:
         res = S.res
         for k in range(h):
@@ -1068,6 +1418,8 @@ def _on_insert(S, path, r, states):
             continue
         if pol == POLICY_LRU_K:
             _lk_reference(S, p, seq)
+        elif pol == POLICY_WORKLOAD_AWARE:
+            _wa_touch(S, p, S.M[M_WA_CAT], S.FX[FXW_NOW])
         elif pol == POLICY_HOT_PREFIX:
             ob = S.M[M_O_B] + p
             if S.PX[ob] != seq:          # a STATE created by this request: heat from zero, one reference
@@ -1358,8 +1710,9 @@ def _remove(S, t, p, close):
     S.M[M_LEFTN0 + t] += 1
     freed = sz
     oracle = S.M[M_POLICY] == POLICY_ORACLE
-    if oracle:
-        _or_leave(S, t, p)
+    hooks = oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE
+    if hooks:
+        _leave(S, t, p)
     if t == SSD:
         _ssd_leave(S, p)
         if close:
@@ -1385,8 +1738,8 @@ def _remove(S, t, p, close):
                         S.M[M_LEFTN0 + tt] += 1
                         if tt == t:
                             freed += qs
-                        if oracle:
-                            _or_leave(S, tt, q)
+                        if hooks:
+                            _leave(S, tt, q)
                         if tt == SSD:
                             _ssd_leave(S, q)
                             if close:
@@ -1451,8 +1804,9 @@ def _remove_bits(S, t, p, close):
     S.M[M_LEFT0 + t] += sz
     S.M[M_LEFTN0 + t] += 1
     oracle = S.M[M_POLICY] == POLICY_ORACLE
-    if oracle:
-        _or_leave(S, t, p)
+    hooks = oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE
+    if hooks:
+        _leave(S, t, p)
     if t == SSD:
         _ssd_leave(S, p)
         if close:
@@ -1467,8 +1821,8 @@ def _remove_bits(S, t, p, close):
                     S.M[M_USED0 + tt] -= qs
                     S.M[M_LEFT0 + tt] += qs
                     S.M[M_LEFTN0 + tt] += 1
-                    if oracle:
-                        _or_leave(S, tt, q)
+                    if hooks:
+                        _leave(S, tt, q)
                     if tt == SSD:
                         _ssd_leave(S, q)
                         if close:
@@ -1551,8 +1905,8 @@ def _action(S, t):
     M = S.M
     if t == HBM:
         return DEMOTE if (M[M_CAP1] > 0 or M[M_CAP2] > 0) else DROP
-    if M[M_POLICY] == POLICY_ORACLE:
-        return DECIDE       # per-victim actions (its own walk, _or_walk, decides them)
+    if M[M_POLICY] == POLICY_ORACLE or M[M_POLICY] == POLICY_WORKLOAD_AWARE:
+        return DECIDE       # per-victim actions (its own walk, _or_walk / _wa_walk, decides them)
     if M[M_POLICY] >= POLICY_WRITE_THROUGH:
         return GATE
     if t == DRAM:
@@ -1802,6 +2156,8 @@ def _room_ssd(S, need):
         act = _action(S, SSD)
         if S.M[M_POLICY] == POLICY_ORACLE:
             ok = _or_walk(S, SSD, need, vict, acts)
+        elif S.M[M_POLICY] == POLICY_WORKLOAD_AWARE:
+            ok = _wa_walk(S, SSD, need, vict, acts)
         else:
             ok = _walk(S, SSD, need, act, vict, acts)
         if act == GATE:
@@ -1828,6 +2184,7 @@ def _demote_to_ssd(S, vict, t):
 def _room_dram(S, need):
     act = _action(S, DRAM)
     oracle = S.M[M_POLICY] == POLICY_ORACLE
+    wa = S.M[M_POLICY] == POLICY_WORKLOAD_AWARE
     for _ in range(64):
         if need <= 0:
             return True
@@ -1839,6 +2196,8 @@ def _room_dram(S, need):
             _dr_begin(S)
         if oracle:
             ok = _or_walk(S, DRAM, need, vict, acts)
+        elif wa:
+            ok = _wa_walk(S, DRAM, need, vict, acts)
         else:
             ok = _walk(S, DRAM, need, act, vict, acts)
         if not ok and act == GATE and S.M[M_CAP2] > 0:
@@ -1852,7 +2211,7 @@ def _room_dram(S, need):
         before = S.M[M_USED1]
         if act == DECIDE or act == GATE or oracle:
             # per-victim actions: the demotions first, then the drops still in DRAM (NodeSim._make_room)
-            if act == DECIDE and not oracle:
+            if act == DECIDE and not (oracle or wa):
                 _tally_dram(S, vict, acts)
             dem = [np.int64(0) for _ in range(0)]
             drp = [np.int64(0) for _ in range(0)]
@@ -2226,7 +2585,7 @@ def _step(S, path, counting, R, j, now):
             for qq in states:
                 if (res[qq] & 4) != 0:
                     _count_ssd_write(S, qq)
-        if M[M_POLICY] == POLICY_LRU_K or M[M_POLICY] == POLICY_HOT_PREFIX:
+        if M[M_POLICY] == POLICY_LRU_K or M[M_POLICY] == POLICY_HOT_PREFIX or M[M_POLICY] == POLICY_WORKLOAD_AWARE:
             _on_insert(S, path, r, states)
     elif m:
         skipped = (m - r) * fab
@@ -2301,6 +2660,21 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
                     _heap_compact(S, t)
                     if S.hn[t] + room > S.hcap[t] or 4 * S.hn[t] > S.hcap[t]:
                         M[M_GROW] |= 2 << t
+        if M[M_POLICY] == POLICY_WORKLOAD_AWARE:
+            M[M_WA_CAT] = S.PX[M[M_O_WC] + j]
+            S.FX[FXW_NOW] = arrival[i]
+            # a category queue gains, within one request, an entry per payload that enters its tier,
+            # moves to it or is re-filed in it: bounded by the payloads above the SSD (entering; back
+            # from an undone demotion; re-filed), the tier's own (re-filed) and the request's
+            above = (M[M_USED0] + M[M_USED1]) // M[M_DR_LO]
+            M[M_WA_ROOM1] = 3 * above + 8 * m + 64
+            M[M_WA_ROOM2] = 3 * above + M[M_USED2] // M[M_DR_LO] + 8 * m + 64
+            for h in range(WA_H0, WA_H0 + 2 * M[M_WA_NCAT]):
+                room = M[M_WA_ROOM1] if (h - WA_H0) % 2 == 0 else M[M_WA_ROOM2]
+                if S.hn[h] + room > S.hcap[h] or 2 * S.hn[h] > S.hcap[h]:
+                    _heap_compact(S, h)
+                    if S.hn[h] + room > S.hcap[h] or 4 * S.hn[h] > S.hcap[h]:
+                        M[M_GROW] |= GROW_WAH
         if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > M[M_CAP_OUT]:
             M[M_GROW] |= GROW_OUT
         if 2 * M[M_AQMAX] > M[M_CAP_AQ]:

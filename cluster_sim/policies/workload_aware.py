@@ -80,15 +80,21 @@ class WorkloadAwareParams:
                                             doc="write-back only victims scoring above this (null: all)")
 
 
-class WorkloadAwarePolicy(Policy):
-    name = "workload_aware"
-    Params = WorkloadAwareParams
-    wants_residency_events = True
-    leaf_event_tiers = ()          # no on_leaf
+class ReuseFits:
+    """The reuse statistics of ``workload_aware``: request categories (ids in first-seen order),
+    the chunks' reference history, the sliding window of records and the periodic exponential
+    fits. A function of the request stream alone (never of the cache), so the compiled engine's
+    wrapper runs this very code beside its kernel (docs/decisions.md 130) and the policy inherits it."""
 
-    def __init__(self, params=None, /, **kw):
-        super().__init__(params, **kw)
-        p = self.params
+    @classmethod
+    def for_stream(cls, params: WorkloadAwareParams, n_chunks: int) -> "ReuseFits":
+        """The statistics alone, for a stream over ``n_chunks`` chunks (the compiled engine's wrapper)."""
+        f = cls.__new__(cls)
+        f._init_params(params)
+        f._init_stream(n_chunks)
+        return f
+
+    def _init_params(self, p: WorkloadAwareParams) -> None:
         self.H = p.horizon_s
         self.window = p.fit_window_s
         self.refit = p.refit_s
@@ -99,26 +105,12 @@ class WorkloadAwarePolicy(Policy):
         self.cat_mode = p.categories
         self.max_turn = p.max_turn
         self.min_samples = p.min_samples
-        self.theta = p.admit_threshold
 
-    # ------------------------------------------------------------------
-    def bind(self, ctx) -> None:
-        super().bind(ctx)
-        st = self.st
-        U = st.n_chunks
-        self.ssd_on = st.cap[SSD] > 0
-        self.pcat = np.full(2 * U, -1, dtype=np.int32)      # category of the last request touching the payload
-        self.last_t = np.zeros(2 * U, dtype=np.float64)      # its time (seconds)
-        self.ref_t = np.full(U, -1.0, dtype=np.float64)      # chunk reference history (reuse statistics)
-        self.ref_cat = np.full(U, -1, dtype=np.int32)
-        self.qcat = {t: np.full(2 * U, -1, dtype=np.int32) for t in _TIERS}
-        # chunks c_1..c_r of the request being processed: their last copy is never dropped (the node
-        # pins only c_1..c_h; it places c_{r+1}.. and the STATE at c_r or c_m assuming c_1..c_r stay)
-        self.guard = np.full(U, -1, dtype=np.int64)
-        self.queues: dict[int, list[LazyHeap]] = {t: [] for t in _TIERS}
+    def _init_stream(self, n_chunks: int) -> None:
+        self.ref_t = np.full(n_chunks, -1.0, dtype=np.float64)     # chunk reference history (reuse statistics)
+        self.ref_cat = np.full(n_chunks, -1, dtype=np.int32)
         self.cat_ids: dict[str, int] = {}
         self.cat_names: list[str] = []
-        self.cur_cat = 0
         # fits, per category id: (P, lambda, lifespan)
         self.fit: list[tuple[float, float, float]] = []
         self.pooled = (1.0, _PRIOR_RATE, math.inf)
@@ -127,18 +119,19 @@ class WorkloadAwarePolicy(Policy):
         self.t0 = None
         self.next_fit = None
         self.n_fits = 0
-        self.c = {"dram_victims_demoted": 0, "dram_victims_dropped": 0, "ssd_evictions": 0, "dead_victims": 0,
-                  "heads_scored": 0, "requeued": 0, "failed_selects": 0}
 
     # ---- categories ----------------------------------------------------------
     def category_of(self, meta) -> str:
-        typ = meta.category if meta.category is not None else "none"
+        return self.category_name(meta.category, meta.turn)
+
+    def category_name(self, category, turn) -> str:
+        typ = category if category is not None else "none"
         mode = self.cat_mode
         if mode == "none":
             return "all"
         if mode == "type":
             return str(typ)
-        turn = int(meta.turn) if meta.turn is not None else 0
+        turn = int(turn) if turn is not None else 0
         if mode == "first_later":
             return f"{typ}_{'first' if turn <= 1 else 'later'}"
         return f"{typ}_{min(turn, self.max_turn)}"
@@ -150,11 +143,17 @@ class WorkloadAwarePolicy(Policy):
             self.cat_ids[name] = i
             self.cat_names.append(name)
             self.fit.append(self.pooled)
-            for t in _TIERS:
-                self.queues[t].append(LazyHeap())
+            self._new_category()
         return i
 
-    # ---- requests ----------------------------------------------------------
+    def _new_category(self) -> None:
+        """A category was just registered (the policy gives it its queues)."""
+
+    # ---- the stream ----------------------------------------------------------
+    def refit_due(self, now: float) -> bool:
+        """Whether :meth:`tick` at ``now`` refits."""
+        return self.t0 is not None and now >= self.next_fit
+
     def tick(self, now: float) -> None:
         if self.t0 is None:
             self.t0 = now
@@ -164,13 +163,8 @@ class WorkloadAwarePolicy(Policy):
             age = now - self.t0
             self.next_fit = now + min(self.refit, max(self.first_fit, 2.0 * age))
 
-    def on_access(self, payloads, now, meta) -> None:
-        self.guard[meta.path[:meta.resident_chunks]] = meta.seq
-        cat = self._cat_id(self.category_of(meta))
-        self.cur_cat = cat
-        self._recategorise(payloads, cat)
-        self.last_t[payloads] = now
-        path = meta.path
+    def _observe(self, path: np.ndarray, now: float, cat: int) -> None:
+        """A request of category ``cat`` referenced ``path`` at ``now``: its reuse record."""
         if len(path):
             prev = self.ref_t[path]
             seen = prev >= 0
@@ -183,46 +177,6 @@ class WorkloadAwarePolicy(Policy):
             self.records.append((now, cat, len(path), iv, pc))
             self.ref_t[path] = now
             self.ref_cat[path] = cat
-
-    def on_insert(self, payloads, now) -> None:
-        self._recategorise(payloads, self.cur_cat)
-        self.last_t[payloads] = now
-
-    def _recategorise(self, payloads, cat: int) -> None:
-        """Give ``payloads`` category ``cat``, moving the queued ones to that category's queues now
-        (so a queue holds exactly its category's payloads; stamps only grow within a queue)."""
-        old = self.pcat[payloads]
-        self.pcat[payloads] = cat
-        moved = payloads[old != cat]
-        if not len(moved):
-            return
-        stamp = self.st.stamp
-        for t in _TIERS:
-            qc = self.qcat[t]
-            qs = self.queues[t]
-            for p in moved[qc[moved] >= 0].tolist():
-                qs[int(qc[p])].discard(p)
-                qs[cat].push(p, int(stamp[p]), p)
-                qc[p] = cat
-
-    # ---- residency events ------------------------------------------------
-    def on_enter(self, tier: int, p: int) -> None:
-        if tier == HBM:
-            return
-        cat = int(self.pcat[p])
-        if cat < 0:
-            cat = self.cur_cat
-            self.pcat[p] = cat
-        self.queues[tier][cat].push(p, int(self.st.stamp[p]), p)
-        self.qcat[tier][p] = cat
-
-    def on_leave(self, tier: int, p: int) -> None:
-        if tier == HBM:
-            return
-        cat = int(self.qcat[tier][p])
-        if cat >= 0:
-            self.queues[tier][cat].discard(p)
-            self.qcat[tier][p] = -1
 
     # ---- fitting -------------------------------------------------------------
     def _refit(self, now: float) -> None:
@@ -264,6 +218,99 @@ class WorkloadAwarePolicy(Policy):
         else:
             L = math.inf
         return P, lam, L
+
+    def fit_counters(self) -> dict:
+        """The counters of the fits (``categories``, ``refits``, the pooled fit once there is one)."""
+        d = {"categories": len(self.cat_names), "refits": self.n_fits}
+        if self.fitted:
+            P, lam, L = self.pooled
+            d["pooled_reuse_prob"] = float(P)
+            d["pooled_mean_reuse_s"] = float(1.0 / lam)
+            d["pooled_lifespan_s"] = float(L) if math.isfinite(L) else -1.0
+        return d
+
+
+class WorkloadAwarePolicy(ReuseFits, Policy):
+    name = "workload_aware"
+    Params = WorkloadAwareParams
+    wants_residency_events = True
+    leaf_event_tiers = ()          # no on_leaf
+
+    def __init__(self, params=None, /, **kw):
+        super().__init__(params, **kw)
+        self._init_params(self.params)
+        self.theta = self.params.admit_threshold
+
+    # ------------------------------------------------------------------
+    def bind(self, ctx) -> None:
+        super().bind(ctx)
+        st = self.st
+        U = st.n_chunks
+        self.queues: dict[int, list[LazyHeap]] = {t: [] for t in _TIERS}
+        self._init_stream(U)
+        self.ssd_on = st.cap[SSD] > 0
+        self.pcat = np.full(2 * U, -1, dtype=np.int32)      # category of the last request touching the payload
+        self.last_t = np.zeros(2 * U, dtype=np.float64)      # its time (seconds)
+        self.qcat = {t: np.full(2 * U, -1, dtype=np.int32) for t in _TIERS}
+        # chunks c_1..c_r of the request being processed: their last copy is never dropped (the node
+        # pins only c_1..c_h; it places c_{r+1}.. and the STATE at c_r or c_m assuming c_1..c_r stay)
+        self.guard = np.full(U, -1, dtype=np.int64)
+        self.cur_cat = 0
+        self.c = {"dram_victims_demoted": 0, "dram_victims_dropped": 0, "ssd_evictions": 0, "dead_victims": 0,
+                  "heads_scored": 0, "requeued": 0, "failed_selects": 0}
+
+    def _new_category(self) -> None:
+        for t in _TIERS:
+            self.queues[t].append(LazyHeap())
+
+    # ---- requests ----------------------------------------------------------
+    def on_access(self, payloads, now, meta) -> None:
+        self.guard[meta.path[:meta.resident_chunks]] = meta.seq
+        cat = self._cat_id(self.category_of(meta))
+        self.cur_cat = cat
+        self._recategorise(payloads, cat)
+        self.last_t[payloads] = now
+        self._observe(meta.path, now, cat)
+
+    def on_insert(self, payloads, now) -> None:
+        self._recategorise(payloads, self.cur_cat)
+        self.last_t[payloads] = now
+
+    def _recategorise(self, payloads, cat: int) -> None:
+        """Give ``payloads`` category ``cat``, moving the queued ones to that category's queues now
+        (so a queue holds exactly its category's payloads; stamps only grow within a queue)."""
+        old = self.pcat[payloads]
+        self.pcat[payloads] = cat
+        moved = payloads[old != cat]
+        if not len(moved):
+            return
+        stamp = self.st.stamp
+        for t in _TIERS:
+            qc = self.qcat[t]
+            qs = self.queues[t]
+            for p in moved[qc[moved] >= 0].tolist():
+                qs[int(qc[p])].discard(p)
+                qs[cat].push(p, int(stamp[p]), p)
+                qc[p] = cat
+
+    # ---- residency events ------------------------------------------------
+    def on_enter(self, tier: int, p: int) -> None:
+        if tier == HBM:
+            return
+        cat = int(self.pcat[p])
+        if cat < 0:
+            cat = self.cur_cat
+            self.pcat[p] = cat
+        self.queues[tier][cat].push(p, int(self.st.stamp[p]), p)
+        self.qcat[tier][p] = cat
+
+    def on_leave(self, tier: int, p: int) -> None:
+        if tier == HBM:
+            return
+        cat = int(self.qcat[tier][p])
+        if cat >= 0:
+            self.queues[tier][cat].discard(p)
+            self.qcat[tier][p] = -1
 
     def score(self, p: int, cat: int, now: float) -> float:
         P, lam, L = self.fit[cat]
@@ -380,12 +427,4 @@ class WorkloadAwarePolicy(Policy):
         return out
 
     def counters(self):
-        d = dict(self.c)
-        d["categories"] = len(self.cat_names)
-        d["refits"] = self.n_fits
-        if self.fitted:
-            P, lam, L = self.pooled
-            d["pooled_reuse_prob"] = float(P)
-            d["pooled_mean_reuse_s"] = float(1.0 / lam)
-            d["pooled_lifespan_s"] = float(L) if math.isfinite(L) else -1.0
-        return d
+        return {**self.c, **self.fit_counters()}
