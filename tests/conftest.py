@@ -19,6 +19,22 @@ if "CLUSTER_SIM_CACHE" not in os.environ:
 # built the kernels (a small first run would otherwise run interpreted: decision 120)
 os.environ.setdefault("CLUSTER_SIM_SMALL_RUN_REFS", "0")
 
+#: the most pytest-xdist workers `-n auto` (pyproject's addopts) starts, and the memory each may need:
+#: the whole-trace tests hold a few GB, and every worker builds the compiled engine once in a
+#: fresh install (decision 132)
+MAX_WORKERS = 4
+WORKER_BYTES = 5 << 30
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per CPU this process may use (a container's quota, not the host's
+    count), at most :data:`MAX_WORKERS` and at most one per :data:`WORKER_BYTES` of memory."""
+    import psutil
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    by_memory = max(1, psutil.virtual_memory().total // WORKER_BYTES)
+    return max(1, min(cpus, MAX_WORKERS, by_memory))
+
+
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=30, deadline=None)
