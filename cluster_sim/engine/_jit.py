@@ -40,6 +40,9 @@ from numba import njit
 from .._nrt import borrow
 
 HBM, DRAM, SSD = 0, 1, 2
+# A constant passed to a non-inlined kernel (or to an inlined helper that passes it on) is typed as
+# a literal, and numba compiles one copy of the kernel, and of what it calls, per literal: pass
+# np.int64(SSD), np.bool_(True) instead (decision 133; tests/test_engine_specialisations.py)
 NO_TIER = -1
 DROP, DEMOTE = 0, 1
 DECIDE = 2           # a walk's action: ask the policy per victim (_decide), as lru_select(action=callable)
@@ -1194,7 +1197,7 @@ def _wa_walk(S, t, need, out, acts):
         hst[w] = 0
         if not demote_ok:
             a = DROP
-        elif theta_on and sc <= theta and _wa_may_leave(S, t, p, True, seq, bit):
+        elif theta_on and sc <= theta and _wa_may_leave(S, t, p, np.bool_(True), seq, bit):
             a = DROP
         else:
             a = DEMOTE
@@ -1855,7 +1858,7 @@ def _remove_many(S, t, ps, close):
             cs.append(p >> 1)
             lost.append(k == 2)
     if len(cs):
-        _batch_anc(S, t, cs, lost, -1)
+        _batch_anc(S, t, cs, lost, np.int64(-1))
         if S.M[M_POLICY] == POLICY_ORACLE:
             for c in cs:
                 _or_leaf(S, t, c)
@@ -1880,7 +1883,7 @@ def _add_many(S, t, ps):
             cs.append(p >> 1)
             born.append(was == 0)
     if len(cs):
-        _batch_anc(S, t, cs, born, 1)
+        _batch_anc(S, t, cs, born, np.int64(1))
     for p in ps:
         _note_enter(S, t, p)
     if S.M[M_POLICY] != POLICY_LRU:
@@ -2155,17 +2158,17 @@ def _room_ssd(S, need):
         acts = [np.int64(0) for _ in range(0)]
         act = _action(S, SSD)
         if S.M[M_POLICY] == POLICY_ORACLE:
-            ok = _or_walk(S, SSD, need, vict, acts)
+            ok = _or_walk(S, np.int64(SSD), need, vict, acts)
         elif S.M[M_POLICY] == POLICY_WORKLOAD_AWARE:
-            ok = _wa_walk(S, SSD, need, vict, acts)
+            ok = _wa_walk(S, np.int64(SSD), need, vict, acts)
         else:
-            ok = _walk(S, SSD, need, act, vict, acts)
+            ok = _walk(S, np.int64(SSD), need, act, vict, acts)
         if act == GATE:
-            _tally_gated(S, SSD, vict, acts)
+            _tally_gated(S, np.int64(SSD), vict, acts)
         if not ok:
             return False
         before = S.M[M_USED2]
-        _drop_all(S, SSD, vict)
+        _drop_all(S, np.int64(SSD), vict)
         need -= before - S.M[M_USED2]
     return need <= 0
 
@@ -2173,9 +2176,9 @@ def _room_ssd(S, need):
 @njit(cache=True)
 def _demote_to_ssd(S, vict, t):
     isnew = [False for _ in range(0)]
-    _move_down(S, vict, t, SSD, isnew)
+    _move_down(S, vict, t, np.int64(SSD), isnew)
     if S.M[M_USED2] > S.M[M_CAP2] and not _room_ssd(S, S.M[M_USED2] - S.M[M_CAP2]):
-        _undo_move(S, vict, t, SSD, isnew)
+        _undo_move(S, vict, t, np.int64(SSD), isnew)
         return False
     return True
 
@@ -2195,15 +2198,15 @@ def _room_dram(S, need):
         if dr:
             _dr_begin(S)
         if oracle:
-            ok = _or_walk(S, DRAM, need, vict, acts)
+            ok = _or_walk(S, np.int64(DRAM), need, vict, acts)
         elif wa:
-            ok = _wa_walk(S, DRAM, need, vict, acts)
+            ok = _wa_walk(S, np.int64(DRAM), need, vict, acts)
         else:
-            ok = _walk(S, DRAM, need, act, vict, acts)
+            ok = _walk(S, np.int64(DRAM), need, act, vict, acts)
         if not ok and act == GATE and S.M[M_CAP2] > 0:
-            ok = _walk(S, DRAM, need, GATE_FORCE, vict, acts)   # select_gated's forced pass
+            ok = _walk(S, np.int64(DRAM), need, np.int64(GATE_FORCE), vict, acts)   # select_gated's forced pass
         if act == GATE:
-            _tally_gated(S, DRAM, vict, acts)
+            _tally_gated(S, np.int64(DRAM), vict, acts)
         if dr:
             _dr_end(S, ok, vict, acts)
         if not ok:
@@ -2220,11 +2223,11 @@ def _room_dram(S, need):
                     dem.append(vict[i])
                 else:
                     drp.append(vict[i])
-            if len(dem) and not _demote_to_ssd(S, dem, DRAM):
+            if len(dem) and not _demote_to_ssd(S, dem, np.int64(DRAM)):
                 S.M[M_SHORT] = -1
                 return False
             if len(drp):
-                _drop_all(S, DRAM, drp)
+                _drop_all(S, np.int64(DRAM), drp)
             need -= before - S.M[M_USED1]
             continue
         if act == DEMOTE:
@@ -2232,11 +2235,11 @@ def _room_dram(S, need):
         else:
             S.K[K_DRAM_DROPPED] += len(vict)
         if act == DEMOTE:
-            if not _demote_to_ssd(S, vict, DRAM):
+            if not _demote_to_ssd(S, vict, np.int64(DRAM)):
                 S.M[M_SHORT] = -1
                 return False
         else:
-            _drop_all(S, DRAM, vict)
+            _drop_all(S, np.int64(DRAM), vict)
         need -= before - S.M[M_USED1]
     return need <= 0
 
@@ -2244,9 +2247,9 @@ def _room_dram(S, need):
 @njit(cache=True)
 def _demote_to_dram(S, vict, t):
     isnew = [False for _ in range(0)]
-    _move_down(S, vict, t, DRAM, isnew)
+    _move_down(S, vict, t, np.int64(DRAM), isnew)
     if S.M[M_USED1] > S.M[M_CAP1] and not _room_dram(S, S.M[M_USED1] - S.M[M_CAP1]):
-        _undo_move(S, vict, t, DRAM, isnew)
+        _undo_move(S, vict, t, np.int64(DRAM), isnew)
         return False
     return True
 
@@ -2261,15 +2264,15 @@ def _room_hbm(S, need):
         S.M[M_SHORT] = -1
         vict = [np.int64(0) for _ in range(0)]
         acts = [np.int64(0) for _ in range(0)]
-        if not _walk(S, HBM, need, act, vict, acts):
+        if not _walk(S, np.int64(HBM), need, act, vict, acts):
             return False
         before = S.M[M_USED0]
         if dest == DRAM:
-            ok = _demote_to_dram(S, vict, HBM)
+            ok = _demote_to_dram(S, vict, np.int64(HBM))
         elif dest == SSD:
-            ok = _demote_to_ssd(S, vict, HBM)
+            ok = _demote_to_ssd(S, vict, np.int64(HBM))
         else:
-            _drop_all(S, HBM, vict)
+            _drop_all(S, np.int64(HBM), vict)
             ok = True
         if not ok:
             S.M[M_SHORT] = -1
@@ -2312,7 +2315,7 @@ def _drain_writes(S):
             if S.res[p] == 0:
                 continue
             _count_ssd_write(S, p)
-            _add_copy(S, SSD, p)
+            _add_copy(S, np.int64(SSD), p)
 
 
 @njit(cache=True, inline="always")
@@ -2541,7 +2544,7 @@ def _step(S, path, counting, R, j, now):
                 _enter(S, entry, q)
                 order.append(q)
             if M[M_USED0 + entry] > M[M_CAP0 + entry]:
-                _resolve_or_trim(S, entry, order, False, path, q, states)
+                _resolve_or_trim(S, entry, order, np.bool_(False), path, q, states)
     # 5. insert
     skipped = 0
     pos = [np.int64(0) for _ in range(0)]
@@ -2576,7 +2579,7 @@ def _step(S, path, counting, R, j, now):
                 while i < len(spos) and spos[i] == k:
                     order.append(states[i])
                     i += 1
-            skipped = _resolve_or_trim(S, t, order, True, path, q, states)
+            skipped = _resolve_or_trim(S, t, order, np.bool_(True), path, q, states)
         if t == SSD:
             for k in range(r, m):
                 p = 2 * path[k]
