@@ -8,8 +8,6 @@ from types import SimpleNamespace
 
 import conftest
 
-from conftest import ROOT
-
 
 def _workers(monkeypatch, cpus: int, mem: int) -> int:
     import psutil
@@ -29,7 +27,7 @@ def test_auto_takes_one_worker_per_usable_cpu_capped_by_count_and_memory(monkeyp
 
 
 def test_addopts_parallel_flag_comes_with_its_plugin_in_the_test_extra():
-    py = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    py = tomllib.loads((conftest.ROOT / "pyproject.toml").read_text())
     addopts = py["tool"]["pytest"]["ini_options"]["addopts"].split()
     assert "-n" in addopts and addopts[addopts.index("-n") + 1] == "auto"
     assert any(r.replace(" ", "").startswith("pytest-xdist") for r in py["project"]["optional-dependencies"]["test"])
