@@ -20,14 +20,21 @@ from hypothesis import strategies as st
 
 import cluster_sim
 from cluster_sim.config import HardwareConfig
-from cluster_sim.engine import SUPPORTED_POLICIES, CompiledNode
+from cluster_sim.engine import PARTLY_COMPILED, SUPPORTED_POLICIES, CompiledNode
 from cluster_sim.fleet import NodeRunner
 from cluster_sim.policies.base import parse_params
 from conftest import MOONCAKE, needs_mooncake
 from simhelpers import assert_runs_identical, trace_from_paths
 from test_engine import MODELS, SCALAR, workloads
 
-COMPILED = [p for p in SUPPORTED_POLICIES if p != "lru"]
+COMPILED = [p for p in SUPPORTED_POLICIES if p != "lru"] + list(PARTLY_COMPILED)
+#: the parameters of a policy compiled in some settings only, added to every case of it
+BASE = PARTLY_COMPILED
+
+
+def _overrides(policy, params=None):
+    """Hydra overrides of ``policy`` with ``params`` (and its compiled setting, if it has one)."""
+    return [f"policy={policy}"] + [f"policy.{k}={v}" for k, v in {**BASE.get(policy, {}), **(params or {})}.items()]
 #: each compiled policy with the parameter values its random cases draw from
 PARAMS = {
     "oracle_admission": {"passes": [1, 2, 3, 4]},
@@ -73,6 +80,7 @@ def run_both(trace, policy, params, model, hw, batches=3, **kw):
     """The same node on both engines through ``fleet.NodeRunner`` (the trace's requests in
     ``batches`` calls, as epochs); returns the two (stats, series, runner)."""
     out = []
+    params = {**BASE.get(policy, {}), **params}
     idx = np.arange(trace.n_requests, dtype=np.int64)
     defaults = CompiledNode.__init__.__kwdefaults__
     saved = dict(defaults)
@@ -167,6 +175,8 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model
     # oracle admits only what the SSD holds until its next use: with a roomy SSD it never evicts
     # there, so it gets an SSD smaller than DRAM (where it also forces writes on the dense model)
     hw = _hw((6 * u, 10 * u, 5 * u) if policy == "oracle" else (6 * u, 30 * u, 120 * u))
+    if policy == "gandalf" and model.has_state:
+        hw = _hw((6 * u, 30 * u, 2 * u))      # strict keeps states off the SSD: FA alone must fill it
     a, b = run_both(tr, policy, params, model, hw)
     assert_same(a, b)
     s = a[0]
@@ -217,6 +227,13 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model
             assert pol["dram_victims_dropped"] > 0                  # (with 0: the dead ones)
         if params and params.get("lifespan") != "none":
             assert pol["dead_victims"] > 0
+    elif policy == "gandalf":
+        # strict placement: FA victims go down to the SSD (some for free), the SSD evicts; on the hybrid
+        # model states are dropped, never moved, and their demand statistics are counted
+        assert pol["moves_fa"] > 0 and pol["moves_free"] > 0 and pol["ssd_evictions"] > 0
+        assert pol["moves_state"] == 0
+        if model.has_state:
+            assert pol["drops_state"] > 0 and pol["states_checkpointed"] > 0 and pol["states_demanded_twice"] > 0
     elif policy == "dynamic_random":
         assert pol["admitted"] > 0 and pol["dram_victims_written"] > 0
         if params:
@@ -233,7 +250,7 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model
     ["fleet=four", "hardware.dram_bytes=8GB", "hardware.ssd_bytes=40GB"],
 ])
 def test_whole_runs_are_identical_on_both_engines(policy, over):
-    over = over + [f"policy={policy}", "output.requests=true"]
+    over = over + _overrides(policy) + ["output.requests=true"]
     a = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=python"]), write=False)
     b = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=numba"]), write=False)
     assert a.run["engine"] == "python" and b.run["engine"] == "numba"
@@ -291,9 +308,10 @@ def test_auto_runs_the_compiled_policies_on_numba():
     from cluster_sim import engine as engines
     hw = [HardwareConfig.from_mapping({})]
     for policy in COMPILED:
-        assert engines.resolve("auto", policy, hw, False) == "numba"
+        assert engines.resolve("auto", policy, hw, False, BASE.get(policy)) == "numba"
         assert engines.resolve("auto", policy, hw, True) == "python"          # fleet.sync=kv_events
     for policy, params in CASES:
+        params = {**BASE.get(policy, {}), **params}
         assert engines.resolve("auto", policy, hw, False, parse_params(policy, params)) == "numba"
         assert engines.resolve("auto", policy, hw, False, params) == "numba"
 
@@ -302,6 +320,7 @@ def test_auto_runs_the_compiled_policies_on_numba():
     ("lru_k", {"crp": 1.0}, "crp"),
     ("hot_prefix", {"half_life_s": 600}, "half_life_s"),
     ("hot_prefix", {"eviction": "heat"}, "eviction"),
+    ("gandalf", {"placement": "capacity_aware"}, "placement"),
 ])
 def test_settings_that_cannot_be_exact_stay_interpreted(policy, params, why):
     # auto falls back to the interpreted engine for the parameter settings the compiled port
@@ -326,8 +345,7 @@ MOONCAKE_CASES = [(p, {}) for p in COMPILED] + [("lru_k", {"k": 1}), ("lru_k", {
 def test_whole_mooncake_run_is_identical_on_both_engines(policy, params):
     # the paper study's points: lruk1/2/3, hp1/hp2/hp10 (conf/experiment/paper_points)
     over = ["workload=mooncake", f"workload.path={MOONCAKE}", "cache.chunk_tokens=512",
-            "hardware.dram_bytes=26GB", "hardware.ssd_bytes=263GB", f"policy={policy}"]
-    over += [f"policy.{k}={v}" for k, v in params.items()]
+            "hardware.dram_bytes=26GB", "hardware.ssd_bytes=263GB"] + _overrides(policy, params)
     a = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=python"]), write=False)
     b = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=numba"]), write=False)
     assert b.run["engine"] == "numba"

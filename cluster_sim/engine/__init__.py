@@ -56,12 +56,15 @@ from ..cost import CostModel
 from ..errors import ConfigError
 from ..metrics import NodeStats
 
-__all__ = ["ENGINES", "SUPPORTED_POLICIES", "CompiledNode", "resolve", "supports", "numba_available",
+__all__ = ["ENGINES", "SUPPORTED_POLICIES", "PARTLY_COMPILED", "CompiledNode", "resolve", "supports", "numba_available",
            "ensure_compiled", "compile_notice", "interpreted_first_run", "small_run_limit"]
 
 ENGINES = ("auto", "numba", "python")
 SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective", "lru_k", "hot_prefix",
                       "dynamic_random", "oracle", "workload_aware")
+#: policies compiled in some settings only (not their defaults): the settings that are compiled, as
+#: parameter values; every other setting of them stays interpreted (decision 134)
+PARTLY_COMPILED = {"gandalf": {"placement": "strict"}}
 _MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
 _TIER_KEYS = ("hbm", "dram", "ssd")
 #: a fresh compile of every kernel (_warm_up) on the 2-core machines here: 134 s on one, 309 s on another;
@@ -90,6 +93,12 @@ def policy_unsupported(policy: str, params=None) -> str | None:
     """None when ``policy`` with these parameters (its ``Params`` instance, a mapping, or None for
     the defaults) is compiled exactly, else why not (one phrase): a setting the compiled port
     cannot make bit-identical stays interpreted (docs/decisions.md 101-104)."""
+    if policy in PARTLY_COMPILED:
+        p = _params_of(policy, params)
+        for k, v in PARTLY_COMPILED[policy].items():
+            if getattr(p, k) != v:
+                return f"{policy} with policy.{k}={getattr(p, k)} is not compiled yet (only {k}={v})"
+        return None
     if policy not in SUPPORTED_POLICIES:
         return f"policy {policy!r} is not compiled yet (compiled: {', '.join(SUPPORTED_POLICIES)})"
     if policy == "lru_k":
@@ -219,10 +228,10 @@ def _warm_up() -> None:
     model = SimpleNamespace(has_state=True, state_checkpoints="every_chunk", fa_bytes=lambda ct: 50,
                             state_bytes_array=lambda pos: np.full(len(pos), 20, dtype=np.int64))
     idx = np.arange(3, dtype=np.int64)
-    for policy in SUPPORTED_POLICIES:
+    for policy, params in [(p, None) for p in SUPPORTED_POLICIES] + list(PARTLY_COMPILED.items()):
         # one compiled replay serves every policy (a runtime policy id over the same state types);
         # each policy runs once so that none compiles a specialisation after the clock starts
-        node = CompiledNode(parent, depth, anchor, flat, 1, model, hw, policy, cost=False)
+        node = CompiledNode(parent, depth, anchor, flat, 1, model, hw, policy, cost=False, params=params)
         if node.needs_future:
             node.set_future(offsets, flat)
             node.set_labels(np.array([7], dtype=np.int64), np.zeros(1, dtype=np.uint8))
@@ -273,7 +282,8 @@ class CompiledNode:
         from . import _jit as J
 
         from ..policies.base import parse_params, policy_class
-        if policy in SUPPORTED_POLICIES and (params is None or isinstance(params, Mapping)):
+        if (policy in SUPPORTED_POLICIES or policy in PARTLY_COMPILED) and (params is None
+                                                                         or isinstance(params, Mapping)):
             params = parse_params(policy, dict(params or {}))
         why = policy_unsupported(policy, params)
         if why is not None:
@@ -326,7 +336,8 @@ class CompiledNode:
                          "write_through": J.POLICY_WRITE_THROUGH,
                          "write_through_selective": J.POLICY_WRITE_THROUGH, "lru_k": J.POLICY_LRU_K,
                          "hot_prefix": J.POLICY_HOT_PREFIX, "dynamic_random": J.POLICY_DYNAMIC_RANDOM,
-                         "oracle": J.POLICY_ORACLE, "workload_aware": J.POLICY_WORKLOAD_AWARE}[policy]
+                         "oracle": J.POLICY_ORACLE, "workload_aware": J.POLICY_WORKLOAD_AWARE,
+                         "gandalf": J.POLICY_GANDALF_STRICT}[policy]
         M[J.M_THRESH] = int(getattr(params, "threshold", 1))
         if policy == "hot_prefix":
             # heat without decay is a whole count, so heat >= f is count >= ceil(f)
@@ -437,6 +448,10 @@ class CompiledNode:
             seg["A"] = np.zeros(2 * U, dtype=np.int64)
             seg["B"] = np.zeros(2 * U, dtype=np.int64)
             seg["W"] = np.full(U, -1, dtype=np.int64)
+        elif self.policy_name == "gandalf":
+            seg["B"] = np.full(2 * U, -1, dtype=np.int64)     # the request that asked for its SSD write
+            seg["G"] = np.full(U, -1, dtype=np.int64)         # STATE demands per chunk (-1: never checkpointed)
+            seg["AQ"] = np.zeros(max(64, int(bound[HBM]) + int(bound[DRAM]) + 64), dtype=np.int64)
         elif self.policy_name == "dynamic_random":
             seg["A"] = np.zeros(2 * U, dtype=np.int64)       # the selection that last counted its decision
             seg["W"] = np.full(U, -1, dtype=np.int64)
@@ -903,6 +918,13 @@ class CompiledNode:
                     "histories_forgotten": PK[J.PK_FORGOTTEN], **tally}
         if self.policy_name == "hot_prefix":
             return tally
+        if self.policy_name == "gandalf":
+            return {"drops_fa": PK[J.PK_G_DROPS_FA], "drops_state": PK[J.PK_G_DROPS_STATE],
+                    "moves_fa": PK[J.PK_G_MOVES_FA], "moves_state": PK[J.PK_G_MOVES_STATE],
+                    "moves_free": PK[J.PK_G_MOVES_FREE], "admissions_rejected_by_fee": 0,
+                    "ssd_evictions": PK[J.PK_G_SSD_EV], "rescore_repushes": 0, "stale_pops": 0, "heap_rebuilds": 0,
+                    "states_checkpointed": PK[J.PK_G_NCKPT], "states_demanded": PK[J.PK_G_NDEM],
+                    "states_demanded_twice": PK[J.PK_G_NDEM2]}
         if self.policy_name == "workload_aware":
             return {"dram_victims_demoted": PK[J.PK_WA_DEMOTED], "dram_victims_dropped": PK[J.PK_WA_DROPPED],
                     "ssd_evictions": PK[J.PK_WA_SSD_EV], "dead_victims": PK[J.PK_WA_DEAD],

@@ -50,7 +50,7 @@ GATE, GATE_FORCE = 3, 4   # a walk's action: write_through.gated_select (strict,
 FORCED = 5           # a victim's action: demoted although the policy rejected it (a forced write)
 MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
 (POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH, POLICY_LRU_K, POLICY_HOT_PREFIX, POLICY_DYNAMIC_RANDOM,
- POLICY_ORACLE, POLICY_WORKLOAD_AWARE) = range(8)
+ POLICY_ORACLE, POLICY_WORKLOAD_AWARE, POLICY_GANDALF_STRICT) = range(9)
 
 # meta
 (M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
@@ -95,10 +95,12 @@ N_META = 89          # M_LEFT*: bytes / copies that left each tier (CacheState.l
 # the call; M_WA_CAT the current request's, M_WA_NCAT the categories so far (queue heaps from WA_H0),
 # M_WA_FIT where the fits start in FX, M_WA_THETA 1 when admit_threshold is set, M_WA_ROOM1 / 2 the
 # entries one request may add to a DRAM / SSD queue (kept free before it)
+# gandalf (placement=strict): segment B the request that asked for a payload's SSD write (as write_through),
+# AQ the writes asked for, G per chunk the STATE demands so far (-1: no checkpoint of it ever created)
 # counters
 (K_WR_FA, K_WR_STATE, K_ADM_FA, K_ADM_STATE, K_ADM_HIT_FA, K_ADM_HIT_STATE, K_DRAM_DEMOTED,
  K_DRAM_DROPPED, K_LOG_COMPACTIONS, K_HEAP_COMPACTIONS) = range(10)
-N_COUNTERS = 50
+N_COUNTERS = 60
 # per-request outputs (columns of R)
 (R_H, R_R, R_M, R_N_HBM, R_N_DRAM, R_N_SSD, R_Q_TIER, R_DRAM_B, R_SSD_B, R_SKIPPED, R_WR,
  R_USED0, R_USED1, R_USED2, R_LEFT0, R_LEFT1, R_LEFT2, R_LEFTN2, R_ADM, R_ADM_HIT) = range(20)
@@ -119,6 +121,10 @@ PK_DR_ADM, PK_DR_REJ, PK_DR_ADM_B, PK_DR_REJ_B, PK_DR_UPDATES, PK_DR_WRITTEN, PK
 # policy counters: workload_aware (its select_victims' counts, in its counters() order)
 (PK_WA_DEMOTED, PK_WA_DROPPED, PK_WA_SSD_EV, PK_WA_DEAD, PK_WA_SCORED, PK_WA_REQUEUED,
  PK_WA_FAILED) = range(43, 50)
+# policy counters: gandalf with placement=strict (its counters() order; the decision counts of its
+# LRU walks, then the STATE demand statistics)
+(PK_G_DROPS_FA, PK_G_DROPS_STATE, PK_G_MOVES_FA, PK_G_MOVES_STATE, PK_G_MOVES_FREE, PK_G_SSD_EV, PK_G_NCKPT,
+ PK_G_NDEM, PK_G_NDEM2) = range(50, 59)
 # dynamic_random's floats (FX): the control loop and its parameters, then the draw buffer
 (FX_FACTOR, FX_START, FX_LAST, FX_ROBS, FX_RNEED, FX_TARGET, FX_MAXRATE, FX_CW, FX_FMIN, FX_FMAX, FX_INTERVAL,
  FX_DECAY, FX_BITLEN_BASE, FX_UB) = range(14)
@@ -1270,6 +1276,10 @@ def _enter(S, t, p):
         _or_enter(S, t, p)
     elif pol == POLICY_WORKLOAD_AWARE:
         _wa_enter(S, t, p)
+    elif pol == POLICY_GANDALF_STRICT:
+        # an FA copy entering DRAM without an SSD copy asks for its write (states never go to the SSD)
+        if t == DRAM and (p & 1) == 0 and S.M[M_CAP2] > 0 and (S.res[p] & 4) == 0:
+            _request_write(S, p)
     elif pol == POLICY_ORACLE_ADM:
         if t == SSD:
             S.PX[S.M[M_O_A] + p] = _event(S, p)
@@ -1351,6 +1361,8 @@ def _oracle_why_not(S, p):
 @njit(cache=True, inline="always")
 def _decide(S, t, p):
     """The policy's action for victim ``p`` of tier ``t`` under a DECIDE walk."""
+    if S.M[M_POLICY] == POLICY_GANDALF_STRICT:
+        return DROP if (p & 1) != 0 else DEMOTE      # states stay off the SSD; FA go down to it
     return DEMOTE if _oracle_why_not(S, p) < 0 else DROP
 
 
@@ -1379,6 +1391,8 @@ def _on_access(S, path, h, r, q):
             PX[onst + c] = PX[ost + k]
     elif S.M[M_POLICY] == POLICY_LRU_K:
         _lk_access(S, path, q)
+    elif S.M[M_POLICY] == POLICY_GANDALF_STRICT:
+        _gs_access(S, path)
     elif S.M[M_POLICY] == POLICY_HOT_PREFIX:
         # a payload (re)created by this request starts from zero heat; every payload gets one
         oa = S.M[M_O_A]
@@ -1423,6 +1437,12 @@ def _on_insert(S, path, r, states):
             _lk_reference(S, p, seq)
         elif pol == POLICY_WORKLOAD_AWARE:
             _wa_touch(S, p, S.M[M_WA_CAT], S.FX[FXW_NOW])
+        elif pol == POLICY_GANDALF_STRICT:
+            if (p & 1) != 0:
+                o = S.M[M_O_G] + (p >> 1)
+                if S.PX[o] < 0:          # the first checkpoint ever created at this chunk
+                    S.PX[o] = 0
+                    S.K[PK_G_NCKPT] += 1
         elif pol == POLICY_HOT_PREFIX:
             ob = S.M[M_O_B] + p
             if S.PX[ob] != seq:          # a STATE created by this request: heat from zero, one reference
@@ -1491,6 +1511,41 @@ def _tally_dram(S, vict, acts):
             S.K[PK_ADMITTED] += 1
         else:
             S.K[PK_FORCED] += 1
+
+
+# ---------------------------------------------------------------------------- gandalf, placement=strict
+# GandalfPolicy(placement="strict"): LRU walks leaf-first in every tier; a DRAM victim is demoted to the
+# SSD if it is an FA chunk (written unless a valid copy is there) and dropped if it is a STATE; an FA copy
+# entering DRAM without an SSD copy asks for its write (_enter). Its statistics are the STATE demand
+# counts it reports (on_access / on_insert); its estimates play no part under strict placement.
+@njit(cache=True)
+def _gs_access(S, path):
+    """``on_access``'s STATE demand: the deepest chunk of ``path`` at which a checkpoint was ever created."""
+    og = S.M[M_O_G]
+    for k in range(len(path) - 1, -1, -1):
+        o = og + path[k]
+        d = S.PX[o]
+        if d >= 0:
+            S.PX[o] = d + 1
+            if d == 0:
+                S.K[PK_G_NDEM] += 1
+            elif d == 1:
+                S.K[PK_G_NDEM2] += 1
+            return
+
+
+@njit(cache=True)
+def _gs_tally(S, vict, acts):
+    """``GandalfPolicy._count`` of each victim of a DRAM selection (before it is carried out)."""
+    for i in range(len(vict)):
+        p = vict[i]
+        st = (p & 1) != 0
+        if acts[i] == DROP:
+            S.K[PK_G_DROPS_STATE if st else PK_G_DROPS_FA] += 1
+        else:
+            S.K[PK_G_MOVES_STATE if st else PK_G_MOVES_FA] += 1
+            if (S.res[p] & 4) != 0:
+                S.K[PK_G_MOVES_FREE] += 1
 
 
 # ---------------------------------------------------------------------------- dynamic_random
@@ -1910,6 +1965,10 @@ def _action(S, t):
         return DEMOTE if (M[M_CAP1] > 0 or M[M_CAP2] > 0) else DROP
     if M[M_POLICY] == POLICY_ORACLE or M[M_POLICY] == POLICY_WORKLOAD_AWARE:
         return DECIDE       # per-victim actions (its own walk, _or_walk / _wa_walk, decides them)
+    if M[M_POLICY] == POLICY_GANDALF_STRICT:
+        # lru_select(action=callable) without a fallback: DRAM victims by kind (_decide) when there is
+        # an SSD; every other victim is dropped
+        return DECIDE if t == DRAM and M[M_CAP2] > 0 else DROP
     if M[M_POLICY] >= POLICY_WRITE_THROUGH:
         return GATE
     if t == DRAM:
@@ -2167,6 +2226,8 @@ def _room_ssd(S, need):
             _tally_gated(S, np.int64(SSD), vict, acts)
         if not ok:
             return False
+        if S.M[M_POLICY] == POLICY_GANDALF_STRICT:
+            S.K[PK_G_SSD_EV] += len(vict)
         before = S.M[M_USED2]
         _drop_all(S, np.int64(SSD), vict)
         need -= before - S.M[M_USED2]
@@ -2211,10 +2272,13 @@ def _room_dram(S, need):
             _dr_end(S, ok, vict, acts)
         if not ok:
             return False
+        gs = S.M[M_POLICY] == POLICY_GANDALF_STRICT
+        if gs:
+            _gs_tally(S, vict, acts)
         before = S.M[M_USED1]
         if act == DECIDE or act == GATE or oracle:
             # per-victim actions: the demotions first, then the drops still in DRAM (NodeSim._make_room)
-            if act == DECIDE and not (oracle or wa):
+            if act == DECIDE and not (oracle or wa or gs):
                 _tally_dram(S, vict, acts)
             dem = [np.int64(0) for _ in range(0)]
             drp = [np.int64(0) for _ in range(0)]
@@ -2588,7 +2652,8 @@ def _step(S, path, counting, R, j, now):
             for qq in states:
                 if (res[qq] & 4) != 0:
                     _count_ssd_write(S, qq)
-        if M[M_POLICY] == POLICY_LRU_K or M[M_POLICY] == POLICY_HOT_PREFIX or M[M_POLICY] == POLICY_WORKLOAD_AWARE:
+        if (M[M_POLICY] == POLICY_LRU_K or M[M_POLICY] == POLICY_HOT_PREFIX or M[M_POLICY] == POLICY_WORKLOAD_AWARE
+                or M[M_POLICY] == POLICY_GANDALF_STRICT):
             _on_insert(S, path, r, states)
     elif m:
         skipped = (m - r) * fab
