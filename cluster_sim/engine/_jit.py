@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit
 
 from .._nrt import borrow
+from ..policies import _gandalf_jit as GJ
 
 HBM, DRAM, SSD = 0, 1, 2
 # A constant passed to a non-inlined kernel (or to an inlined helper that passes it on) is typed as
@@ -50,7 +51,7 @@ GATE, GATE_FORCE = 3, 4   # a walk's action: write_through.gated_select (strict,
 FORCED = 5           # a victim's action: demoted although the policy rejected it (a forced write)
 MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
 (POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH, POLICY_LRU_K, POLICY_HOT_PREFIX, POLICY_DYNAMIC_RANDOM,
- POLICY_ORACLE, POLICY_WORKLOAD_AWARE, POLICY_GANDALF_STRICT) = range(9)
+ POLICY_ORACLE, POLICY_WORKLOAD_AWARE, POLICY_GANDALF_STRICT, POLICY_GANDALF) = range(10)
 
 # meta
 (M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
@@ -61,8 +62,8 @@ MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
  M_GHOST_F, M_O_PEND, M_PENDN, M_CAP_PEND, M_DR_STARTED, M_DR_UN, M_DR_UI, M_DR_U0, M_DR_CAP, M_DR_ND,
  M_DR_SEL, M_O_DEC, M_CAP_DEC, M_DR_ROOM, M_DR_LO, M_O_SU, M_O_FEN, M_O_FK, M_O_G, M_O_SZR, M_OR_NSZ,
  M_OR_FARANK, M_OR_SPATH, M_OR_FTOT, M_O_WQ, M_O_WK, M_O_WC, M_WA_CAT, M_WA_NCAT, M_WA_FIT, M_WA_THETA,
- M_WA_ROOM1, M_WA_ROOM2) = range(89)
-N_META = 89          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+ M_WA_ROOM1, M_WA_ROOM2, M_GD_ROOM) = range(90)
+N_META = 90          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
 # M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
 # admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
 # when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
@@ -140,6 +141,7 @@ GROW_OUT = 16
 GROW_AQ = 32
 GROW_DR = 64
 GROW_WAH = 128       # workload_aware: a category queue needs room
+GROW_GD = 256        # gandalf: a heap's entry table needs room (M_GD_ROOM rows)
 
 F_ADM, F_HIT = 1, 2
 F_OHIT = 4           # oracle_admission: this SSD copy served a reuse from the SSD (since it entered)
@@ -160,6 +162,28 @@ EngineState = namedtuple("EngineState", [
     # float state (dynamic_random: its control loop and draw buffer) and the node's random stream
     "FX", "rng",
 ])
+#: gandalf's state on the compiled engine: the arrays its interpreted policy keeps for its kernels
+#: (policies._gandalf_jit: payload sizes, statistics, parameters, counters, the two lazy heaps, the
+#: tentatives of its DRAM and SSD selections), as segments of PX (int64; ``PX[k]:PX[k + 1]`` is segment
+#: ``k``; it has no other PX segments) and FX (float64; segment ``k`` at ``PX[GF0 + k]:PX[GF0 + k + 1]``).
+#: Its heaps' entry tables are FX segments too (``CST``, ``SST``: rows of (key, item, version), seen by
+#: its kernels as one-element stacks of tables, ``store[0]``), with room made between requests
+#: (GROW_GD). Fields of its own (two arrays, two typed lists) slowed every policy's calls by 8-15%
+#: (each call passes the whole state), hence none. Besides the policy's own,
+#: the SSD plan its last DRAM selection priced (``PLAN``, ``GX[GX_PLAN]`` entries, -1: none), the
+#: request's time (``GN[0]``), the chunks whose STATE was ever checkpointed (``CKPT``) and the
+#: leaf-event memo (``MEND``, ``MGEN``, ``GX[GX_MEMO]``) and buffer (``KINDS``, ``NODES``)
+GI_SEGMENTS = ("SIZE", "HITS", "SDEM", "F", "K", "G", "CKV", "CMEM", "CMETA", "SKV", "SMEM", "SMETA",
+               "TD0", "TD1", "TD2", "TD3", "TD4", "TS0", "TS1", "TS2", "TS3", "TS4", "PLAN", "GX", "CKPT", "MEND",
+               "MGEN", "KINDS", "NODES")
+GF_SEGMENTS = ("TF", "TL", "SZ", "POPP", "CRC", "CRCC", "EST", "P", "CKK", "SKK", "GN", "CST", "SST")
+(GI_SIZE, GI_HITS, GI_SDEM, GI_F, GI_K, GI_G, GI_CKV, GI_CMEM, GI_CMETA, GI_SKV, GI_SMEM, GI_SMETA, GI_TD0, GI_TD1,
+ GI_TD2, GI_TD3, GI_TD4, GI_TS0, GI_TS1, GI_TS2, GI_TS3, GI_TS4, GI_PLAN, GI_GX, GI_CKPT, GI_MEND, GI_MGEN, GI_KINDS,
+ GI_NODES) = range(29)
+GF0 = 30             # PX[0:30]: the int segments' bounds; PX[30:44]: the float segments' bounds
+(GF_TF, GF_TL, GF_SZ, GF_POPP, GF_CRC, GF_CRCC, GF_EST, GF_P, GF_CKK, GF_SKK, GF_GN, GF_CST, GF_SST) = range(13)
+GI_HEADER = GF0 + len(GF_SEGMENTS) + 1
+GX_PLAN, GX_MEMO = 0, 1
 
 
 @njit(cache=True, inline="always")
@@ -1276,6 +1300,8 @@ def _enter(S, t, p):
         _or_enter(S, t, p)
     elif pol == POLICY_WORKLOAD_AWARE:
         _wa_enter(S, t, p)
+    elif pol == POLICY_GANDALF:
+        _gd_enter(S, t, p)
     elif pol == POLICY_GANDALF_STRICT:
         # an FA copy entering DRAM without an SSD copy asks for its write (states never go to the SSD)
         if t == DRAM and (p & 1) == 0 and S.M[M_CAP2] > 0 and (S.res[p] & 4) == 0:
@@ -1302,6 +1328,8 @@ def _leave(S, t, p):
     """``p``'s copy left tier ``t`` (``on_leave(t, p)``) for the policies that keep queues of their own."""
     if S.M[M_POLICY] == POLICY_ORACLE:
         _or_leave(S, t, p)
+    elif S.M[M_POLICY] == POLICY_GANDALF:
+        _gd_leave(S, t, p)
     else:
         _wa_leave(S, t, p)
 
@@ -1393,6 +1421,8 @@ def _on_access(S, path, h, r, q):
         _lk_access(S, path, q)
     elif S.M[M_POLICY] == POLICY_GANDALF_STRICT:
         _gs_access(S, path)
+    elif S.M[M_POLICY] == POLICY_GANDALF:
+        _gd_access(S, path)
     elif S.M[M_POLICY] == POLICY_HOT_PREFIX:
         # a payload (re)created by this request starts from zero heat; every payload gets one
         oa = S.M[M_O_A]
@@ -1437,6 +1467,9 @@ def _on_insert(S, path, r, states):
             _lk_reference(S, p, seq)
         elif pol == POLICY_WORKLOAD_AWARE:
             _wa_touch(S, p, S.M[M_WA_CAT], S.FX[FXW_NOW])
+        elif pol == POLICY_GANDALF:
+            if (p & 1) != 0:
+                _gd_inserted(S, p)
         elif pol == POLICY_GANDALF_STRICT:
             if (p & 1) != 0:
                 o = S.M[M_O_G] + (p >> 1)
@@ -1546,6 +1579,239 @@ def _gs_tally(S, vict, acts):
             S.K[PK_G_MOVES_STATE if st else PK_G_MOVES_FA] += 1
             if (S.res[p] & 4) != 0:
                 S.K[PK_G_MOVES_FREE] += 1
+
+
+
+# ---------------------------------------------------------------------------- gandalf (capacity-aware)
+# GandalfPolicy on the engine: its own kernels (policies._gandalf_jit: the two lazy heaps, the victim
+# selections, the residency events), called where CacheState tells the interpreted policy, with the
+# arrays the interpreted policy would hand them. Its estimates here are reuse=rate (decision 135).
+@njit(cache=True, inline="always")
+def _gi(S, k):
+    """Gandalf's int64 segment ``k`` (a view)."""
+    return S.PX[S.PX[k]:S.PX[k + 1]]
+
+
+@njit(cache=True, inline="always")
+def _gf(S, k):
+    """Gandalf's float64 segment ``k`` (a view)."""
+    return S.FX[S.PX[GF0 + k]:S.PX[GF0 + k + 1]]
+
+
+@njit(cache=True, inline="always")
+def _gd_c(S):
+    return (S.res, S.pin, _gi(S, GI_SIZE), S.parent, S.depth, S.anchor, S.flat, S.dcnt[1], S.dcnt[2], S.dany)
+
+
+@njit(cache=True, inline="always")
+def _gd_s(S):
+    return (_gf(S, GF_TF), _gf(S, GF_TL), _gi(S, GI_HITS), _gf(S, GF_SZ), _gi(S, GI_SDEM), _gf(S, GF_POPP),
+            _gf(S, GF_CRC), _gf(S, GF_CRCC), _gf(S, GF_EST))
+
+
+@njit(cache=True, inline="always")
+def _gd_table(S, k):
+    """Heap entry table ``k`` (GF_CST / GF_SST) as the kernels take it: ``store[0]`` is the table."""
+    t = _gf(S, k)
+    return t.reshape((1, len(t) // 3, 3))
+
+
+@njit(cache=True, inline="always")
+def _gd_hc(S):
+    return (_gd_table(S, GF_CST), _gi(S, GI_CKV), _gf(S, GF_CKK), _gi(S, GI_CMEM), _gi(S, GI_CMETA))
+
+
+@njit(cache=True, inline="always")
+def _gd_hs(S):
+    return (_gd_table(S, GF_SST), _gi(S, GI_SKV), _gf(S, GF_SKK), _gi(S, GI_SMEM), _gi(S, GI_SMETA))
+
+
+@njit(cache=True, inline="always")
+def _gd_td(S):
+    return (_gi(S, GI_TD0), _gi(S, GI_TD1), _gi(S, GI_TD2), _gi(S, GI_TD3), _gi(S, GI_TD4))
+
+
+@njit(cache=True, inline="always")
+def _gd_ts(S):
+    return (_gi(S, GI_TS0), _gi(S, GI_TS1), _gi(S, GI_TS2), _gi(S, GI_TS3), _gi(S, GI_TS4))
+
+
+@njit(cache=True, inline="always")
+def _gnow(S):
+    return S.FX[S.PX[GF0 + GF_GN]]
+
+
+@njit(cache=True)
+def _gd_enter(S, t, p):
+    """``on_enter(t, p)`` (one payload: as CacheState's batches, whose payloads are distinct)."""
+    ps = np.empty(1, dtype=np.int64)
+    ps[0] = p
+    GJ._enter(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t, _gnow(S), ps)
+
+
+@njit(cache=True)
+def _gd_leave(S, t, p):
+    """``on_leave(t, p)``: the copy leaves the tier's heap (its queued discard, as _JitHeap's)."""
+    jr = GJ._new_journal()
+    if t == DRAM:
+        mem = _gi(S, GI_CMEM)
+        if mem[p]:
+            GJ.h_discard(_gi(S, GI_CKV), _gf(S, GF_CKK), mem, _gi(S, GI_CMETA), p, jr, False)
+    elif t == SSD:
+        mem = _gi(S, GI_SMEM)
+        if mem[p]:
+            GJ.h_discard(_gi(S, GI_SKV), _gf(S, GF_SKK), mem, _gi(S, GI_SMETA), p, jr, False)
+
+
+@njit(cache=True)
+def _gd_leaf(S, t, cs, gone):
+    """CacheState's leaf events after the FA copies of chunks ``cs`` (sorted, distinct; ``gone``: lost
+    their last copy) left tier ``t``: on_leaf in DRAM, on_global_leaf in any tier."""
+    kinds, nodes = _gi(S, GI_KINDS), _gi(S, GI_NODES)
+    if len(kinds) < 2 * len(cs):
+        raise RuntimeError("cluster_sim engine: gandalf leaf-event buffer full")
+    GX = _gi(S, GI_GX)
+    GX[GX_MEMO] += 1
+    g = GX[GX_MEMO]
+    parent, res, dany, memo_end, memo_gen = S.parent, S.res, S.dany, _gi(S, GI_MEND), _gi(S, GI_MGEN)
+    bit = _bit(t)
+    want_leaf = t == DRAM
+    n = 0
+    for i in range(len(cs)):
+        c = cs[i]
+        par = parent[c]
+        if par < 0:
+            continue
+        if want_leaf and S.dcnt[t, par] == 0:
+            y = par
+            stop = par
+            while True:
+                if y >= 0 and memo_gen[y] == g:
+                    stop = y
+                    y = memo_end[y]
+                    break
+                if y < 0 or (res[2 * y] & bit) != 0 or S.dcnt[t, y] != 0:
+                    stop = y
+                    break
+                y = parent[y]
+            x = par
+            while x != stop:
+                memo_gen[x] = g
+                memo_end[x] = y
+                x = parent[x]
+            if y >= 0 and (res[2 * y] & bit) != 0 and S.dcnt[t, y] == 0:
+                kinds[n] = 0
+                nodes[n] = y
+                n += 1
+        if gone[i] and dany[par] == 0 and res[2 * par] != 0:
+            kinds[n] = 1
+            nodes[n] = par
+            n += 1
+    if n:
+        GJ._leaf_events(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t == DRAM, _gnow(S),
+                        kinds[:n], nodes[:n])
+
+
+@njit(cache=True)
+def _gd_removed(S, t, cs_l, lost_l):
+    """The leaf events of a batch removal from tier ``t`` (chunks in any order, each once)."""
+    n = len(cs_l)
+    if n == 0:
+        return
+    cs = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        cs[i] = cs_l[i]
+    order = np.argsort(cs)
+    sc = np.empty(n, dtype=np.int64)
+    sg = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        sc[i] = cs[order[i]]
+        sg[i] = lost_l[order[i]]
+    _gd_leaf(S, t, sc, sg)
+
+
+@njit(cache=True)
+def _gd_access(S, path):
+    """``GandalfPolicy.on_access`` (reuse=rate): demand statistics of the path's FA chunks and of the
+    deepest STATE ever checkpointed on it."""
+    m = len(path)
+    if m == 0:
+        return
+    now = _gnow(S)
+    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gi(S, GI_HITS)
+    for k in range(m):
+        p = 2 * path[k]
+        if tf[p] == tf[p]:
+            hits[p] += 1
+        else:
+            tf[p] = now
+        tl[p] = now
+    ckpt, sdem, P = _gi(S, GI_CKPT), _gi(S, GI_SDEM), _gf(S, GF_P)
+    for k in range(m - 1, -1, -1):
+        c = path[k]
+        if ckpt[c]:
+            q = 2 * c + 1
+            d = sdem[c]
+            sdem[c] = d + 1
+            if d == 0:
+                P[GJ.A_NDEM] += 1.0
+            elif d == 1:
+                P[GJ.A_NDEM2] += 1.0
+            if d >= 1:
+                hits[q] += 1
+            tl[q] = now
+            return
+
+
+@njit(cache=True)
+def _gd_inserted(S, q):
+    """``on_insert`` of a new STATE ``q`` still resident (FA payloads need nothing under reuse=rate)."""
+    c = q >> 1
+    ckpt = _gi(S, GI_CKPT)
+    if not ckpt[c]:
+        ckpt[c] = 1
+        _gf(S, GF_P)[GJ.A_NCKPT] += 1.0
+    now = _gnow(S)
+    tf, tl = _gf(S, GF_TF), _gf(S, GF_TL)
+    if tf[q] != tf[q]:
+        tf[q] = now
+    tl[q] = now
+
+
+@njit(cache=True)
+def _gd_select_dram(S, need, vict, acts):
+    """``select_victims(DRAM)``: the compiled selection; its SSD plan is kept for the next SSD one.
+    False (the shortfall in M_SHORT) when it cannot free ``need``."""
+    M = S.M
+    ps, ac, plan, short = GJ.select_dram(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gi(S, GI_K), _gd_hc(S),
+                                         _gd_hs(S), _gd_td(S), _gd_ts(S), _gi(S, GI_G), need, _gnow(S),
+                                         M[M_CAP2] - M[M_USED2])
+    if short:
+        M[M_SHORT] = short
+        return False
+    buf = _gi(S, GI_PLAN)
+    if len(plan) > len(buf):
+        raise RuntimeError("cluster_sim engine: gandalf plan buffer full")
+    buf[:len(plan)] = plan
+    _gi(S, GI_GX)[GX_PLAN] = len(plan) if len(plan) else -1
+    for i in range(len(ps)):
+        vict.append(ps[i])
+        acts.append(ac[i])
+    return len(ps) > 0
+
+
+@njit(cache=True)
+def _gd_select_ssd(S, need, vict):
+    """``select_victims(SSD)``, taking the last DRAM selection's plan first (once)."""
+    GX = _gi(S, GI_GX)
+    n = GX[GX_PLAN]
+    GX[GX_PLAN] = -1
+    plan = _gi(S, GI_PLAN)[:n if n > 0 else 0]
+    ps = GJ.select_ssd(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gi(S, GI_K), _gd_hs(S), _gd_ts(S),
+                       _gi(S, GI_G), need, _gnow(S), plan)
+    for i in range(len(ps)):
+        vict.append(ps[i])
+    return len(ps) > 0
 
 
 # ---------------------------------------------------------------------------- dynamic_random
@@ -1768,7 +2034,7 @@ def _remove(S, t, p, close):
     S.M[M_LEFTN0 + t] += 1
     freed = sz
     oracle = S.M[M_POLICY] == POLICY_ORACLE
-    hooks = oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE
+    hooks = oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE or S.M[M_POLICY] == POLICY_GANDALF
     if hooks:
         _leave(S, t, p)
     if t == SSD:
@@ -1805,6 +2071,12 @@ def _remove(S, t, p, close):
                 S.res[q] = 0
         if oracle:
             _or_leaf(S, t, c)
+        elif S.M[M_POLICY] == POLICY_GANDALF:
+            one = np.empty(1, dtype=np.int64)
+            one[0] = c
+            gone = np.empty(1, dtype=np.bool_)
+            gone[0] = now == 0
+            _gd_leaf(S, t, one, gone)
     if S.M[M_POLICY] == POLICY_LRU_K and now == 0:
         _lk_gone(S, p)                  # CacheState.remove_copy's events: p, then its STATE
         if (p & 1) == 0:
@@ -1862,7 +2134,7 @@ def _remove_bits(S, t, p, close):
     S.M[M_LEFT0 + t] += sz
     S.M[M_LEFTN0 + t] += 1
     oracle = S.M[M_POLICY] == POLICY_ORACLE
-    hooks = oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE
+    hooks = oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE or S.M[M_POLICY] == POLICY_GANDALF
     if hooks:
         _leave(S, t, p)
     if t == SSD:
@@ -1917,6 +2189,8 @@ def _remove_many(S, t, ps, close):
         if S.M[M_POLICY] == POLICY_ORACLE:
             for c in cs:
                 _or_leaf(S, t, c)
+        elif S.M[M_POLICY] == POLICY_GANDALF:
+            _gd_removed(S, t, cs, lost)
     if keyed:
         _lk_leave_many(S, was_in[:nw])
 
@@ -1965,6 +2239,8 @@ def _action(S, t):
         return DEMOTE if (M[M_CAP1] > 0 or M[M_CAP2] > 0) else DROP
     if M[M_POLICY] == POLICY_ORACLE or M[M_POLICY] == POLICY_WORKLOAD_AWARE:
         return DECIDE       # per-victim actions (its own walk, _or_walk / _wa_walk, decides them)
+    if M[M_POLICY] == POLICY_GANDALF:
+        return DECIDE if t == DRAM else DROP     # per-victim actions from its own selection (_gd_select_dram)
     if M[M_POLICY] == POLICY_GANDALF_STRICT:
         # lru_select(action=callable) without a fallback: DRAM victims by kind (_decide) when there is
         # an SSD; every other victim is dropped
@@ -2220,6 +2496,8 @@ def _room_ssd(S, need):
             ok = _or_walk(S, np.int64(SSD), need, vict, acts)
         elif S.M[M_POLICY] == POLICY_WORKLOAD_AWARE:
             ok = _wa_walk(S, np.int64(SSD), need, vict, acts)
+        elif S.M[M_POLICY] == POLICY_GANDALF:
+            ok = _gd_select_ssd(S, need, vict)
         else:
             ok = _walk(S, np.int64(SSD), need, act, vict, acts)
         if act == GATE:
@@ -2262,6 +2540,8 @@ def _room_dram(S, need):
             ok = _or_walk(S, np.int64(DRAM), need, vict, acts)
         elif wa:
             ok = _wa_walk(S, np.int64(DRAM), need, vict, acts)
+        elif S.M[M_POLICY] == POLICY_GANDALF:
+            ok = _gd_select_dram(S, need, vict, acts)
         else:
             ok = _walk(S, np.int64(DRAM), need, act, vict, acts)
         if not ok and act == GATE and S.M[M_CAP2] > 0:
@@ -2278,7 +2558,7 @@ def _room_dram(S, need):
         before = S.M[M_USED1]
         if act == DECIDE or act == GATE or oracle:
             # per-victim actions: the demotions first, then the drops still in DRAM (NodeSim._make_room)
-            if act == DECIDE and not (oracle or wa or gs):
+            if act == DECIDE and not (oracle or wa or gs or S.M[M_POLICY] == POLICY_GANDALF):
                 _tally_dram(S, vict, acts)
             dem = [np.int64(0) for _ in range(0)]
             drp = [np.int64(0) for _ in range(0)]
@@ -2532,6 +2812,11 @@ def _step(S, path, counting, R, j, now):
         _lk_tick(S)
     elif M[M_POLICY] == POLICY_DYNAMIC_RANDOM:
         _dr_tick(S, now)
+    elif M[M_POLICY] == POLICY_GANDALF:
+        # (indexed here directly: through the inlined _gi helper, inside this inlined step, the store
+        # was lost: numba 0.68, found by comparing with NUMBA_DISABLE_JIT)
+        S.FX[S.PX[GF0 + GF_GN]] = now
+        S.PX[S.PX[GI_F] + GJ.F_CUR] = seq
     has_state = M[M_HAS_STATE] != 0
     fab = M[M_FAB]
     m = len(path)
@@ -2653,7 +2938,7 @@ def _step(S, path, counting, R, j, now):
                 if (res[qq] & 4) != 0:
                     _count_ssd_write(S, qq)
         if (M[M_POLICY] == POLICY_LRU_K or M[M_POLICY] == POLICY_HOT_PREFIX or M[M_POLICY] == POLICY_WORKLOAD_AWARE
-                or M[M_POLICY] == POLICY_GANDALF_STRICT):
+                or M[M_POLICY] == POLICY_GANDALF_STRICT or M[M_POLICY] == POLICY_GANDALF):
             _on_insert(S, path, r, states)
     elif m:
         skipped = (m - r) * fab
@@ -2743,6 +3028,14 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
                     _heap_compact(S, h)
                     if S.hn[h] + room > S.hcap[h] or 4 * S.hn[h] > S.hcap[h]:
                         M[M_GROW] |= GROW_WAH
+        if M[M_POLICY] == POLICY_GANDALF:
+            # a heap's table holds at most 2 x its live entries + 65 (it is rebuilt beyond that), and
+            # its live entries are resident payloads: those of the tiers, and what this request adds
+            room = 2 * ((M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_DR_LO] + 2 * m + 4) + 66
+            M[M_GD_ROOM] = room
+            for k in range(GF_CST, GF_SST + 1):
+                if (S.PX[GF0 + k + 1] - S.PX[GF0 + k]) // 3 < room:
+                    M[M_GROW] |= GROW_GD
         if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > M[M_CAP_OUT]:
             M[M_GROW] |= GROW_OUT
         if 2 * M[M_AQMAX] > M[M_CAP_AQ]:

@@ -101,6 +101,9 @@ class GandalfPolicy(Policy):
     Params = GandalfParams
     wants_residency_events = True
     leaf_event_tiers = (DRAM,)          # SSD victims come back through on_global_leaf
+    #: print the notice of its kernels' compilation (the compiled engine, which builds them as part
+    #: of its own and says so, binds one with this off to derive its arrays)
+    announce_compile = True
 
     def __init__(self, params=None, /, **kw):
         super().__init__(params, **kw)
@@ -137,7 +140,7 @@ class GandalfPolicy(Policy):
         self.t_last = [_NAN] * n2
         self.hits = [0] * n2
         self.sz = [float(x) for x in st.size.tolist()]
-        self._jit = _load_jit(self.engine) if self.placement != "strict" else None
+        self._jit = _load_jit(self.engine, self.announce_compile) if self.placement != "strict" else None
         if self._jit is not None:
             # the compiled engine keeps the statistics in arrays (the kernels read them; the
             # interpreted methods read them too, with the same values as the lists)
@@ -1048,11 +1051,13 @@ _KIND_LEAF = np.zeros(1, dtype=np.int64)
 _KIND_GLOBAL = np.ones(1, dtype=np.int64)
 
 
-def _load_jit(engine: str):
+def _load_jit(engine: str, announce: bool = True):
     """The compiled kernels module for ``engine`` (auto: if numba imports), or None."""
     if engine == "python":
         return None
-    J, err = _import_jit()
+    J, err = _import_jit_module()
+    if J is not None and announce:
+        _announce()
     if J is None and engine == "numba":
         raise ConfigError("policy.engine", f"numba is not available ({err}); install numba or use "
                                            "policy.engine=python")
@@ -1060,17 +1065,21 @@ def _load_jit(engine: str):
 
 
 @functools.cache
-def _import_jit():
-    """(kernels module, None) or (None, the import error); once per process, with a notice
-    when the kernels have not been compiled yet."""
+def _import_jit_module():
+    """(kernels module, None) or (None, the import error); once per process."""
     try:
-        J = importlib.import_module("cluster_sim.policies._gandalf_jit")
+        return importlib.import_module("cluster_sim.policies._gandalf_jit"), None
     except ImportError as e:
         return None, e
+
+
+@functools.cache
+def _announce() -> None:
+    """Once per process: a notice when Gandalf's kernels have not been compiled yet."""
+    J, _ = _import_jit_module()
     if not (cached(J.__file__, "_gandalf_jit.select_dram_flat-") and cached(J.__file__, "_reuse_jit.tick-")):
         print(f"cluster_sim: compiling Gandalf's kernels (victim selection, reuse estimator; numba, once per "
               f"install, about {GANDALF_COMPILE_S} s; not counted in sim_wall_s)", file=sys.stderr)
-    return J, None
 
 
 class _JitHeap:
