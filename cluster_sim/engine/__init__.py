@@ -259,14 +259,19 @@ def _real_setting():
     """A hybrid model and a hardware of a few of its payloads per tier, with one-token chunks (the
     warm-up of a policy whose setup reads the cost model)."""
     import dataclasses
+    from types import SimpleNamespace
 
-    from ..config import HardwareConfig
     from ..model import load_model
     model = dataclasses.replace(load_model("qwen3_next_80b_a3b"), state_checkpoints="every_chunk")
     fab = int(model.fa_bytes(1))
     sb = int(model.state_bytes_array(np.array([1]))[0])
     u = max(fab, sb)
-    hw = HardwareConfig.from_mapping({"hbm_cache_bytes": 2 * u, "dram_bytes": 3 * u, "ssd_bytes": 6 * u})
+    # the fields CostModel.of and GandalfPolicy read (the engine sits below the settings' schema)
+    ssd = SimpleNamespace(ftl="ideal", dwpd=1.0, waf=1.0, warranty_years=5.0)
+    hw = SimpleNamespace(hbm_cache_bytes=2 * u, dram_bytes=3 * u, ssd_bytes=6 * u, ssd=ssd, gpus_per_node=8,
+                         gpu_flops=1e15, mfu=0.5, gpu_usd_per_hour=2.0, host_link_bytes_per_s=5e10,
+                         ssd_read_bytes_per_s=1e10, ssd_read_latency_s=1e-4, ssd_write_bytes_per_s=5e9,
+                         tbw_bytes=1e16, ssd_price_usd=1000.0)
     return model, hw
 
 

@@ -38,7 +38,11 @@ import numpy as np
 from numba import njit
 
 from .._nrt import borrow
+from ..cache.state import _leaf_events_kernel
 from ..policies import _gandalf_jit as GJ
+
+#: CacheState's leaf-event climb, compiled (the dispatcher the interpreted node uses)
+_leaf_climb = _leaf_events_kernel()
 
 HBM, DRAM, SSD = 0, 1, 2
 # A constant passed to a non-inlined kernel (or to an inlined helper that passes it on) is typed as
@@ -1672,41 +1676,8 @@ def _gd_leaf(S, t, cs, gone):
         raise RuntimeError("cluster_sim engine: gandalf leaf-event buffer full")
     GX = _gi(S, GI_GX)
     GX[GX_MEMO] += 1
-    g = GX[GX_MEMO]
-    parent, res, dany, memo_end, memo_gen = S.parent, S.res, S.dany, _gi(S, GI_MEND), _gi(S, GI_MGEN)
-    bit = _bit(t)
-    want_leaf = t == DRAM
-    n = 0
-    for i in range(len(cs)):
-        c = cs[i]
-        par = parent[c]
-        if par < 0:
-            continue
-        if want_leaf and S.dcnt[t, par] == 0:
-            y = par
-            stop = par
-            while True:
-                if y >= 0 and memo_gen[y] == g:
-                    stop = y
-                    y = memo_end[y]
-                    break
-                if y < 0 or (res[2 * y] & bit) != 0 or S.dcnt[t, y] != 0:
-                    stop = y
-                    break
-                y = parent[y]
-            x = par
-            while x != stop:
-                memo_gen[x] = g
-                memo_end[x] = y
-                x = parent[x]
-            if y >= 0 and (res[2 * y] & bit) != 0 and S.dcnt[t, y] == 0:
-                kinds[n] = 0
-                nodes[n] = y
-                n += 1
-        if gone[i] and dany[par] == 0 and res[2 * par] != 0:
-            kinds[n] = 1
-            nodes[n] = par
-            n += 1
+    n = _leaf_climb(t == DRAM, _bit(t), cs, gone, S.parent, S.res, S.dcnt[t], S.dany, _gi(S, GI_MEND),
+                    _gi(S, GI_MGEN), GX[GX_MEMO], kinds, nodes)
     if n:
         GJ._leaf_events(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t == DRAM, _gnow(S),
                         kinds[:n], nodes[:n])
