@@ -137,23 +137,25 @@ def test_auto_picks_numba_for_lru_and_falls_back_where_the_engine_is_not_compile
     hw = [HardwareConfig.from_mapping({})]
     assert engines.resolve("auto", "lru", hw, False) == "numba"
     assert engines.resolve("python", "lru", hw, False) == "python"
-    assert engines.resolve("auto", "gandalf", hw, False) == "python"
+    assert engines.resolve("auto", "gandalf", hw, False) == "numba"                # its default (decision 136)
+    assert engines.resolve("auto", "marconi", hw, False) == "python"
     assert engines.resolve("auto", "lru", hw, True) == "python"                  # fleet.sync=kv_events
     greedy = [HardwareConfig.from_mapping({"ssd": {"ftl": "greedy"}})]
     assert engines.resolve("auto", "lru", greedy, False) == "python"
-    for pol, hws, kv in (("gandalf", hw, False), ("lru", greedy, False), ("lru", hw, True)):
+    for pol, hws, kv in (("marconi", hw, False), ("lru", greedy, False), ("lru", hw, True)):
         with pytest.raises(ConfigError, match="cache.engine"):
             engines.resolve("numba", pol, hws, kv)
 
 
 def test_a_run_under_auto_says_which_engine_ran():
-    s = cluster_sim.run(cluster_sim.compose(["debug=default", "policy=gandalf"]), write=False)
+    s = cluster_sim.run(cluster_sim.compose(["debug=default", "policy=gandalf", "policy.reuse=learned"]),
+                        write=False)
     assert s.run["engine"] == "python"
     s = cluster_sim.run(cluster_sim.compose(["debug=default"]), write=False)
     assert s.run["engine"] == "numba"
 
 
-@pytest.mark.parametrize("arg", ["cache.engine=numba policy=gandalf", "cache.engine=fast"])
+@pytest.mark.parametrize("arg", ["cache.engine=numba policy=gandalf policy.reuse=learned", "cache.engine=fast"])
 def test_engine_errors_are_one_line_exit_2(arg, tmp_path):
     p = subprocess.run([sys.executable, "-m", "cluster_sim.cli", *arg.split(), "debug=default",
                         "tracking.enabled=false", f"output.dir={tmp_path}"], cwd=tmp_path, capture_output=True,

@@ -64,8 +64,8 @@ SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through
                       "dynamic_random", "oracle", "workload_aware")
 #: policies compiled in some settings only (not their defaults): a compiled setting of each, as
 #: parameter values (the warm-up and the identity tests run them); ``policy_unsupported`` says which
-#: settings are compiled, and every other one stays interpreted (decisions 134, 135)
-PARTLY_COMPILED = {"gandalf": ({"placement": "strict"}, {"reuse": "rate"})}
+#: settings are compiled, and every other one stays interpreted (decisions 134-136)
+PARTLY_COMPILED = {"gandalf": ({"placement": "strict"}, {"reuse": "rate"}, {})}
 
 
 def _gandalf_unsupported(p) -> str | None:
@@ -73,8 +73,8 @@ def _gandalf_unsupported(p) -> str | None:
         return "gandalf with policy.engine=python runs its interpreted reference"
     if p.placement == "strict":
         return None
-    if p.reuse != "rate":
-        return (f"gandalf with policy.reuse={p.reuse} is not compiled yet (only reuse=rate, or "
+    if p.reuse not in ("rate", "hints"):
+        return (f"gandalf with policy.reuse={p.reuse} is not compiled yet (only reuse=hints or rate, or "
                 "placement=strict)")
     if p.wear_price != "static":
         return f"gandalf with policy.wear_price={p.wear_price} is not compiled yet (only static)"
@@ -448,6 +448,7 @@ class CompiledNode:
 
     _out_room = None        # tests: the outcome log's room per request (None: a tier's worth)
     _gd_rows = 1024         # gandalf: the first rows of its heaps' tables (tests: fewer, to grow them)
+    _gd_est = None          # gandalf, reuse=hints: its estimator (policies.reuse.CompiledHintsReuse)
     # the policy's segments of PX, in order, and their offsets in M
     _SEGMENTS = ("A", "B", "NFA", "NST", "W", "FOFF", "FNFA", "FNST", "LAB", "OUT", "AQ", "LK", "PEND", "DEC", "SU",
                  "FEN", "FK", "G", "SZR", "WQ", "WK", "WC")
@@ -553,13 +554,53 @@ class CompiledNode:
                 "CKV": pol.cand.tup[1], "CMEM": pol.cand.tup[3], "CMETA": pol.cand.tup[4],
                 "SKV": pol.ssd_heap.tup[1], "SMEM": pol.ssd_heap.tup[3], "SMETA": pol.ssd_heap.tup[4],
                 **{f"TD{i}": a for i, a in enumerate(pol._TD)}, **{f"TS{i}": a for i, a in enumerate(pol._TS)},
-                "PLAN": np.zeros(n2 + 2), "GX": np.array([-1, 0]), "CKPT": pol.ckpt_ever,
+                "PLAN": np.zeros(n2 + 2), "GX": np.zeros(J.N_GX), "CKPT": pol.ckpt_ever,
                 "MEND": np.zeros(U), "MGEN": np.zeros(U), "KINDS": np.zeros(n2 + 2), "NODES": np.zeros(n2 + 2)}
+        ints["GX"][J.GX_PLAN] = -1
         floats = {"TF": pol._tf_a, "TL": pol._tl_a, "SZ": pol._sz_a, "POPP": pol._popp_a, "CRC": pol._crc_a,
                   "CRCC": pol._crc_cum_a, "EST": pol._E_a, "P": pol._P, "CKK": pol.cand.tup[2],
                   "SKK": pol.ssd_heap.tup[2], "GN": np.zeros(1),
                   # the heaps' entry tables (empty now; room is made before each request: GROW_GD)
                   "CST": np.zeros(3 * self._gd_rows), "SST": np.zeros(3 * self._gd_rows)}
+        self._gd_est = est = pol.est          # reuse=hints: its estimator (the refit runs on it)
+        if est is not None:
+            GX = ints["GX"]
+            GX[J.GX_HINTS] = 1
+            GX[J.GX_LAST_REFIT] = -1
+            GX[J.GX_FIRST], GX[J.GX_EVERY] = est.first_refit, est.refit_requests
+            GX[J.GX_CHUNKS] = pol.objective == "chunks"
+            # a request adds at most its path and its thread's previous group (access) and a STATE
+            # per chunk (on_insert), in at most five groups, each with one re-evaluation
+            maxd = int(np.max(S.depth)) if U else 1
+            est._room_need = 3 * maxd + 8
+            est._room_groups = 8
+            GX[J.GX_ROOMB] = est._room_need
+            # room for the node's life, so that growth (a repack of the whole state) stays rare: members
+            # (compacted in place by the kernel), groups and re-evaluations, threads
+            gmin = max(1024, U // 8)
+            est._gmin = gmin
+            est.gbuf = np.zeros(max(len(est.gbuf), U), dtype=np.int64)
+            est.gs, est.gn, est.gt0 = (np.zeros(gmin, dtype=np.int64), np.full(gmin, -1, dtype=np.int64),
+                                       np.zeros(gmin))
+            est.evt, est.evg, est.evb = np.zeros(gmin), np.zeros(gmin, dtype=np.int64), np.zeros(gmin, dtype=np.int64)
+            est.thr = np.full(4096, -1, dtype=np.int64)
+            if self._gd_rows < 16:
+                # tests: its buffers start as small as a request allows, to grow on the way (compaction,
+                # renumbering, growth) as its heap tables do
+                est._gmin = 8
+                est.gbuf = np.zeros(est._room_need, dtype=np.int64)
+                est.gs, est.gn, est.gt0 = np.zeros(8, dtype=np.int64), np.full(8, -1, dtype=np.int64), np.zeros(8)
+                est.evt, est.evg, est.evb = np.zeros(8), np.zeros(8, dtype=np.int64), np.zeros(8, dtype=np.int64)
+                est.thr = np.full(1, -1, dtype=np.int64)
+            est._room()
+            ints.update(self._gd_est_ints(est))
+            floats.update(self._gd_est_floats(est))
+            rsc = np.zeros(J.N_RSC)
+            rsc[J.RS_H] = np.inf
+            floats["RSC"] = rsc
+            floats["CRCT"] = np.asarray(pol._crc_true_cum, dtype=np.float64)
+        ints = {k: ints.get(k, np.zeros(0)) for k in J.GI_SEGMENTS}
+        floats = {k: floats.get(k, np.zeros(0)) for k in J.GF_SEGMENTS}
         ilen = [len(ints[k]) for k in J.GI_SEGMENTS]
         flen = [len(floats[k]) for k in J.GF_SEGMENTS]
         GI = np.zeros(J.GI_HEADER + sum(ilen), dtype=np.int64)
@@ -572,6 +613,123 @@ class CompiledNode:
             GF[GI[J.GF0 + k]:GI[J.GF0 + k + 1]] = floats[name]
         # its arrays are the node's PX and FX (it has no other segments)
         return {"PX": GI, "FX": GF}
+
+    @staticmethod
+    def _gd_est_ints(est) -> dict:
+        """The hints estimator's int arrays, by segment (policies._reuse_jit's arguments)."""
+        return {"RCLS": est.cls, "RGRP": est.grp, "RTOU": est.touches, "RSUP": est.sup, "RSTOP": est.stop,
+                "RSUB": est.sub, "RTURN": est.turn, "RBUF": est.gbuf, "RGS": est.gs, "RGN": est.gn,
+                "REVG": est.evg, "REVB": est.evb, "RGM": est.GM, "RTHR": est.thr}
+
+    @staticmethod
+    def _gd_est_floats(est) -> dict:
+        return {"EST": est.E, "RSTART": est.start, "RD": est.D.ravel(), "RCN": est.C.ravel(), "RQ": est.Q.ravel(),
+                "RT0": est.gt0, "REVT": est.evt}
+
+    def _gd_repack(self, ints: dict | None = None, floats: dict | None = None) -> None:
+        """Rebuild Gandalf's PX / FX with the segments given replaced (the others kept as they are)."""
+        J, S = self.J, self.S
+        ints, floats = ints or {}, floats or {}
+        PX = S.PX
+        ip = [np.asarray(ints[k], dtype=np.int64) if k in ints else PX[PX[i]:PX[i + 1]]
+              for i, k in enumerate(J.GI_SEGMENTS)]
+        fp = [np.asarray(floats[k], dtype=np.float64) if k in floats else S.FX[PX[J.GF0 + i]:PX[J.GF0 + i + 1]]
+              for i, k in enumerate(J.GF_SEGMENTS)]
+        ilen = [len(x) for x in ip]
+        flen = [len(x) for x in fp]
+        GI = np.zeros(J.GI_HEADER + sum(ilen), dtype=np.int64)
+        GI[:len(ilen) + 1] = J.GI_HEADER + np.concatenate([[0], np.cumsum(ilen)])
+        GI[J.GF0:J.GF0 + len(flen) + 1] = np.concatenate([[0], np.cumsum(flen)])
+        for i, x in enumerate(ip):
+            GI[GI[i]:GI[i + 1]] = x
+        GF = np.zeros(max(sum(flen), 1), dtype=np.float64)
+        for i, x in enumerate(fp):
+            GF[GI[J.GF0 + i]:GI[J.GF0 + i + 1]] = x
+        self.S = S._replace(PX=GI, FX=GF)
+        self.S.M[J.M_DR_CAP] = len(GF)
+
+    def _gd_bind_est(self):
+        """The hints estimator with its arrays as views of the node's segments (its refit and its
+        buffers' room run on it, interpreted), and its counts as the engine has them."""
+        J, est = self.J, self._gd_est
+        g = self._gseg
+        for k, a in self._gd_est_ints(est).items():
+            v = g(k)
+            setattr(est, {"RCLS": "cls", "RGRP": "grp", "RTOU": "touches", "RSUP": "sup", "RSTOP": "stop",
+                          "RSUB": "sub", "RTURN": "turn", "RBUF": "gbuf", "RGS": "gs", "RGN": "gn", "REVG": "evg",
+                          "REVB": "evb", "RGM": "GM", "RTHR": "thr"}[k], v)
+        K, NB = est.D.shape
+        est.E, est.start, est.gt0, est.evt = g("EST"), g("RSTART"), g("RT0"), g("REVT")
+        est.D, est.C, est.Q = g("RD").reshape(K, NB), g("RCN").reshape(K, NB), g("RQ").reshape(K, NB)
+        GX, RSC = g("GX"), g("RSC")
+        est.seen = int(GX[J.GX_SEEN])
+        est.H = float(RSC[J.RS_H])
+        if GX[J.GX_LAST_REFIT] >= 0:
+            est._last_refit = int(GX[J.GX_LAST_REFIT])
+        return est
+
+    def _gd_hints_room(self) -> None:
+        """Room in the hints estimator's buffers for the next request (its own _room: compaction,
+        renumbering, growth), its segments then repacked."""
+        est = self._gd_bind_est()
+        before = {k: len(getattr(est, k)) for k in ("gbuf", "gs", "evt")}
+        est._room()
+        # a repack copies the node's whole state: what grew gets twice the room its own growth gave it
+        # (gn's new slots: no group, -1), so that repacks stay rare
+        for keys, k0 in ((("gbuf",), "gbuf"), (("gs", "gn", "gt0"), "gs"), (("evt", "evg", "evb"), "evt")):
+            if len(getattr(est, k0)) > before[k0]:
+                for k in keys:
+                    a = getattr(est, k)
+                    grown = np.full(2 * len(a), -1 if k == "gn" else 0, dtype=a.dtype)
+                    grown[:len(a)] = a
+                    setattr(est, k, grown)
+        self._gd_repack(self._gd_est_ints(est), self._gd_est_floats(est))
+
+    def _gd_refit(self) -> None:
+        """The hints estimator's refit due at this request's tick, interpreted as on the interpreted
+        node (``HintsReuse.tick``), and objective=chunks' value per chunk; the engine then re-keys
+        every heap member at the tick."""
+        J = self.J
+        est = self._gd_bind_est()
+        GX, RSC = self._gseg("GX"), self._gseg("RSC")
+        assert est._refit_due()
+        low = est.tick(float(RSC[J.RS_NOW]), self.S.res)
+        assert low is None
+        self._gseg("RQ")[:] = est.Q.ravel()
+        GX[J.GX_LAST_REFIT] = est._last_refit
+        GX[J.GX_REKEY] = 1
+        n = int(RSC[J.RS_CRCN])
+        if GX[J.GX_CHUNKS] and n:
+            v = RSC[J.RS_CRCSUM] / n
+            crc, cum = self._gseg("CRC"), self._gseg("CRCC")
+            crc[1:] = v
+            cum[:] = np.arange(len(cum), dtype=np.float64) * v
+
+    def _gd_requests(self, idx, session, agent, stop, subagent, turn, R) -> None:
+        """reuse=hints: each request's stop reason, sub-agent flag, turn and thread (dense id, -1 none)
+        in its row of R, as RequestMeta gives them to the interpreted estimator."""
+        J, est = self.J, self._gd_est
+        n = len(idx)
+        R[:, J.R_STOP] = 0 if stop is None else stop[idx]
+        R[:, J.R_SUB] = False if subagent is None else subagent[idx]
+        R[:, J.R_TURN] = 0 if turn is None else turn[idx]
+        tid = np.full(n, -1, dtype=np.int64)
+        if session is not None:
+            sid = np.asarray(session[idx], dtype=np.int64)
+            has = sid >= 0
+            if has.any():
+                ag = np.zeros(n, dtype=np.int64) if agent is None else np.maximum(np.asarray(agent[idx]), 0)
+                keys, inv = np.unique(sid[has] * 65536 + ag[has], return_inverse=True)
+                tids = est.tids
+                ids = np.array([tids.setdefault(k, len(tids)) for k in keys.tolist()], dtype=np.int64)
+                tid[has] = ids[inv]
+        R[:, J.R_TID] = tid
+        thr = self._gseg("RTHR")
+        if len(est.tids) > len(thr):
+            # (a repack copies the node's whole state: four times the room, so that it stays rare)
+            grown = np.full(4 * len(est.tids), -1, dtype=np.int64)
+            grown[:len(thr)] = thr
+            self._gd_repack({"RTHR": grown})
 
     def _grow_gandalf_tables(self) -> None:
         """Room in Gandalf's heap tables for the next request (``M_GD_ROOM`` rows each): FX rebuilt with
@@ -812,6 +970,10 @@ class CompiledNode:
         self.S = S
         if g & J.GROW_GD:
             self._grow_gandalf_tables()
+        if g & J.GROW_HINTS:
+            self._gd_hints_room()
+        if g & J.GROW_REFIT:
+            self._gd_refit()
         S = self.S
         S.M[J.M_DR_CAP] = len(S.FX)
         S.M[J.M_GROW] = 0
@@ -833,12 +995,14 @@ class CompiledNode:
         return S._replace(heap_s=hs, heap_p=hp, hoff=hoff, hcap=hcap, hn=hn)
 
     def replay_raw(self, offsets: np.ndarray, idx: np.ndarray, counted: np.ndarray,
-                   arrival: np.ndarray | None = None, category=None, turn=None) -> np.ndarray:
+                   arrival: np.ndarray | None = None, category=None, turn=None, session=None, agent=None,
+                   stop=None) -> np.ndarray:
         """The cache side of requests ``idx`` (in order): one row of ``_jit.R_*`` columns each.
         ``arrival``: every trace request's arrival time (s), as ``trace.arrival_s``; None for a
         policy that never reads the clock (``dynamic_random``'s control loop and workload_aware
         do). ``category`` / ``turn``: every trace request's, as ``trace.category`` / ``trace.turn``
-        (workload_aware's categories; None: none / 0)."""
+        (workload_aware's categories; None: none / 0); ``session`` / ``agent`` / ``stop``: likewise
+        ``trace.session_id`` / ``trace.agent`` / ``trace.stop_reason`` (Gandalf's hints; None: -1, -1, 0)."""
         J = self.J
         if self.needs_future and not self._has_future:
             raise ValueError(f"{self.policy_name} needs the node's future request stream (set_future)")
@@ -865,6 +1029,13 @@ class CompiledNode:
         if self.policy_name == "workload_aware":
             self._wa_replay(offsets, idx, counted, arrival, category, turn, R)
             return R
+        if self._gd_est is not None:
+            sub = None
+            if agent is not None or category is not None:
+                sub = np.zeros(len(offsets) - 1, dtype=bool) if agent is None else np.asarray(agent) > 0
+                if category is not None:
+                    sub = sub | np.array([c == "subagent" for c in category], dtype=bool)
+            self._gd_requests(idx, session, agent, stop, sub, turn, R)
         self._replay_rows(offsets, idx, counted, arrival, R)
         return R
 
@@ -936,7 +1107,8 @@ class CompiledNode:
             self._hindsight_passes(trace)
         idx = np.asarray(idx, dtype=np.int64)
         counted = trace.counted[idx] if counted is None else np.asarray(counted, dtype=bool)
-        R = self.replay_raw(trace.offsets, idx, counted, trace.arrival_s, trace.category, trace.turn)
+        R = self.replay_raw(trace.offsets, idx, counted, trace.arrival_s, trace.category, trace.turn,
+                            trace.session_id, trace.agent, trace.stop_reason)
         lat, ttft, hits = self._price(R, trace.input_tokens[idx], trace.arrival_s[idx], counted)
         snap = np.concatenate([R[:, J.R_USED0:J.R_USED2 + 1], R[:, J.R_LEFT0:J.R_LEFT2 + 1],
                                R[:, [J.R_LEFTN2, J.R_ADM, J.R_ADM_HIT]], hits], axis=1)
@@ -1051,6 +1223,11 @@ class CompiledNode:
             c["states_checkpointed"] = int(P[GJ.A_NCKPT])
             c["states_demanded"] = int(P[GJ.A_NDEM])
             c["states_demanded_twice"] = int(P[GJ.A_NDEM2])
+            if self._gd_est is not None:
+                GX, H = self._gseg("GX"), float(self._gseg("RSC")[J.RS_H])
+                c["horizon_s"] = H if H != math.inf else 0.0
+                last, seen = int(GX[J.GX_LAST_REFIT]), int(GX[J.GX_SEEN])
+                c["estimator_refits"] = 0 if last <= 0 else 1 + (seen - int(GX[J.GX_FIRST])) // int(GX[J.GX_EVERY])
             return c
         if self.policy_name == "gandalf":
             return {"drops_fa": PK[J.PK_G_DROPS_FA], "drops_state": PK[J.PK_G_DROPS_STATE],

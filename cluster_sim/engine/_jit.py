@@ -40,6 +40,7 @@ from numba import njit
 from .._nrt import borrow
 from ..cache.state import _leaf_events_kernel
 from ..policies import _gandalf_jit as GJ
+from ..policies import _reuse_jit as RJ
 
 #: CacheState's leaf-event climb, compiled (the dispatcher the interpreted node uses)
 _leaf_climb = _leaf_events_kernel()
@@ -108,8 +109,11 @@ N_META = 90          # M_LEFT*: bytes / copies that left each tier (CacheState.l
 N_COUNTERS = 60
 # per-request outputs (columns of R)
 (R_H, R_R, R_M, R_N_HBM, R_N_DRAM, R_N_SSD, R_Q_TIER, R_DRAM_B, R_SSD_B, R_SKIPPED, R_WR,
- R_USED0, R_USED1, R_USED2, R_LEFT0, R_LEFT1, R_LEFT2, R_LEFTN2, R_ADM, R_ADM_HIT) = range(20)
-N_R = 20             # R_USED* .. R_ADM_HIT: the node's state after the request (fleet.SNAP)
+ R_USED0, R_USED1, R_USED2, R_LEFT0, R_LEFT1, R_LEFT2, R_LEFTN2, R_ADM, R_ADM_HIT, R_STOP, R_SUB, R_TURN,
+ R_TID) = range(24)
+N_R = 24             # R_USED* .. R_ADM_HIT: the node's state after the request (fleet.SNAP)
+#: R_STOP .. R_TID are inputs (gandalf, reuse=hints): the request's stop reason, sub-agent flag,
+#: turn and thread (dense id, -1: none), as RequestMeta gives them to the interpreted estimator
 # policy counters (in K after the node's): oracle_admission
 PK_ADMITTED, PK_NEVER_USED, PK_UNUSED_BEFORE, PK_FORCED = range(10, 14)
 # policy counters: write_through(_selective), the VictimTally of gated_select and the requests
@@ -146,6 +150,8 @@ GROW_AQ = 32
 GROW_DR = 64
 GROW_WAH = 128       # workload_aware: a category queue needs room
 GROW_GD = 256        # gandalf: a heap's entry table needs room (M_GD_ROOM rows)
+GROW_HINTS = 512     # gandalf, reuse=hints: its estimator's buffers need room
+GROW_REFIT = 1024    # gandalf, reuse=hints: its estimator's refit is due at this request's tick
 
 F_ADM, F_HIT = 1, 2
 F_OHIT = 4           # oracle_admission: this SSD copy served a reuse from the SSD (since it entered)
@@ -177,17 +183,36 @@ EngineState = namedtuple("EngineState", [
 #: the SSD plan its last DRAM selection priced (``PLAN``, ``GX[GX_PLAN]`` entries, -1: none), the
 #: request's time (``GN[0]``), the chunks whose STATE was ever checkpointed (``CKPT``) and the
 #: leaf-event memo (``MEND``, ``MGEN``, ``GX[GX_MEMO]``) and buffer (``KINDS``, ``NODES``)
+#: Under ``reuse=hints`` (decision 136) its estimator's arrays too (policies._reuse_jit, the ``R*``
+#: segments: classes, groups, ties, members, the re-evaluation heap, each thread's last group ``RTHR``
+#: by dense thread id), its scalars in ``GX`` (the request's own hints too, from R_STOP .. R_TID) and
+#: ``RSC``; its refit stays interpreted, between requests (GROW_REFIT).
 GI_SEGMENTS = ("SIZE", "HITS", "SDEM", "F", "K", "G", "CKV", "CMEM", "CMETA", "SKV", "SMEM", "SMETA",
                "TD0", "TD1", "TD2", "TD3", "TD4", "TS0", "TS1", "TS2", "TS3", "TS4", "PLAN", "GX", "CKPT", "MEND",
-               "MGEN", "KINDS", "NODES")
-GF_SEGMENTS = ("TF", "TL", "SZ", "POPP", "CRC", "CRCC", "EST", "P", "CKK", "SKK", "GN", "CST", "SST")
+               "MGEN", "KINDS", "NODES", "RCLS", "RGRP", "RTOU", "RSUP", "RSTOP", "RSUB", "RTURN", "RBUF", "RGS",
+               "RGN", "REVG", "REVB", "RGM", "RTHR")
+GF_SEGMENTS = ("TF", "TL", "SZ", "POPP", "CRC", "CRCC", "EST", "P", "CKK", "SKK", "GN", "CST", "SST",
+               "RSTART", "RD", "RCN", "RQ", "RT0", "REVT", "RSC", "CRCT")
 (GI_SIZE, GI_HITS, GI_SDEM, GI_F, GI_K, GI_G, GI_CKV, GI_CMEM, GI_CMETA, GI_SKV, GI_SMEM, GI_SMETA, GI_TD0, GI_TD1,
  GI_TD2, GI_TD3, GI_TD4, GI_TS0, GI_TS1, GI_TS2, GI_TS3, GI_TS4, GI_PLAN, GI_GX, GI_CKPT, GI_MEND, GI_MGEN, GI_KINDS,
- GI_NODES) = range(29)
-GF0 = 30             # PX[0:30]: the int segments' bounds; PX[30:44]: the float segments' bounds
-(GF_TF, GF_TL, GF_SZ, GF_POPP, GF_CRC, GF_CRCC, GF_EST, GF_P, GF_CKK, GF_SKK, GF_GN, GF_CST, GF_SST) = range(13)
+ GI_NODES, GI_RCLS, GI_RGRP, GI_RTOU, GI_RSUP, GI_RSTOP, GI_RSUB, GI_RTURN, GI_RBUF, GI_RGS, GI_RGN, GI_REVG,
+ GI_REVB, GI_RGM, GI_RTHR) = range(43)
+GF0 = len(GI_SEGMENTS) + 1   # PX[0:GF0]: the int segments' bounds; then the float segments' bounds
+(GF_TF, GF_TL, GF_SZ, GF_POPP, GF_CRC, GF_CRCC, GF_EST, GF_P, GF_CKK, GF_SKK, GF_GN, GF_CST, GF_SST, GF_RSTART,
+ GF_RD, GF_RCN, GF_RQ, GF_RT0, GF_REVT, GF_RSC, GF_CRCT) = range(21)
 GI_HEADER = GF0 + len(GF_SEGMENTS) + 1
-GX_PLAN, GX_MEMO = 0, 1
+#: GX: the SSD plan's length (-1 none), the leaf-event memo's generation; reuse=hints: on (0/1), the
+#: estimator's references so far (``seen``), the ``seen`` of its last refit (-1 none), a re-key of
+#: every heap member due (after a refit), the first refit and the refit interval (requests),
+#: objective=chunks (0/1), whether the SSD has given a copy up yet (``log_age`` set), the room its
+#: member buffer keeps free before a request, the request's stop reason, sub-agent flag, turn, thread
+(GX_PLAN, GX_MEMO, GX_HINTS, GX_SEEN, GX_LAST_REFIT, GX_REKEY, GX_FIRST, GX_EVERY, GX_CHUNKS, GX_HASLOG,
+ GX_ROOMB, GX_STOP, GX_SUB, GX_TURN, GX_TID) = range(15)
+N_GX = 15
+#: RSC: H, log_age, the time the SSD last gave a copy up, objective=chunks' sum and count, the time of
+#: the request a refit is due at
+RS_H, RS_LOGAGE, RS_LASTEV, RS_CRCSUM, RS_CRCN, RS_NOW = range(6)
+N_RSC = 6
 
 
 @njit(cache=True, inline="always")
@@ -1463,6 +1488,7 @@ def _on_insert(S, path, r, states):
     pol = S.M[M_POLICY]
     seq = S.M[M_SEQ]
     n = len(path) - r + len(states)
+    made = [np.int64(0) for _ in range(0)]      # gandalf, reuse=hints: the new STATEs still resident
     for k in range(n):
         p = 2 * path[r + k] if k < len(path) - r else states[k - (len(path) - r)]
         if S.res[p] == 0:
@@ -1474,6 +1500,8 @@ def _on_insert(S, path, r, states):
         elif pol == POLICY_GANDALF:
             if (p & 1) != 0:
                 _gd_inserted(S, p)
+                if _gi(S, GI_GX)[GX_HINTS]:
+                    made.append(p)
         elif pol == POLICY_GANDALF_STRICT:
             if (p & 1) != 0:
                 o = S.M[M_O_G] + (p >> 1)
@@ -1485,6 +1513,11 @@ def _on_insert(S, path, r, states):
             if S.PX[ob] != seq:          # a STATE created by this request: heat from zero, one reference
                 S.PX[S.M[M_O_A] + p] = 1
                 S.PX[ob] = seq
+    if len(made):
+        qs = np.empty(len(made), dtype=np.int64)
+        for k in range(len(made)):
+            qs[k] = made[k]
+        _gd_est_created(S, qs)
 
 
 @njit(cache=True, inline="always")
@@ -1703,8 +1736,8 @@ def _gd_removed(S, t, cs_l, lost_l):
 
 @njit(cache=True)
 def _gd_access(S, path):
-    """``GandalfPolicy.on_access`` (reuse=rate): demand statistics of the path's FA chunks and of the
-    deepest STATE ever checkpointed on it."""
+    """``GandalfPolicy.on_access``: demand statistics of the path's FA chunks, the estimator's
+    references (reuse=hints), then the demand of the deepest STATE ever checkpointed on it."""
     m = len(path)
     if m == 0:
         return
@@ -1718,6 +1751,8 @@ def _gd_access(S, path):
             tf[p] = now
         tl[p] = now
     ckpt, sdem, P = _gi(S, GI_CKPT), _gi(S, GI_SDEM), _gf(S, GF_P)
+    if _gi(S, GI_GX)[GX_HINTS]:
+        _gd_est_access(S, path, ckpt)
     for k in range(m - 1, -1, -1):
         c = path[k]
         if ckpt[c]:
@@ -1747,6 +1782,143 @@ def _gd_inserted(S, q):
     if tf[q] != tf[q]:
         tf[q] = now
     tl[q] = now
+
+
+@njit(cache=True, inline="always")
+def _gd_rtab(S, k):
+    """The estimator's (class, age bin) table ``k`` (GF_RD, GF_RCN, GF_RQ) as its kernels take it."""
+    t = _gf(S, k)
+    return t.reshape((len(t) // RJ.NB, RJ.NB))
+
+
+@njit(cache=True)
+def _gd_rekey(S, ps):
+    """``_rekey(ps)``: the heap entries of payloads whose estimate went down are pushed again."""
+    if len(ps):
+        GJ._rekey_push(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), _gnow(S), ps)
+
+
+@njit(cache=True)
+def _gd_est_access(S, path, ckpt):
+    """reuse=hints, ``on_access``: the estimator's references of the path (its FA chunks and the
+    deepest STATE ever checkpointed on it), then the re-key of what went down."""
+    m = len(path)
+    GX, RSC = _gi(S, GI_GX), _gf(S, GF_RSC)
+    state = -1
+    for k in range(m - 1, -1, -1):
+        if ckpt[path[k]]:
+            state = 2 * path[k] + 1
+            break
+    GX[GX_SEEN] += 1
+    if GX[GX_CHUNKS]:
+        RSC[RS_CRCSUM] += _gf(S, GF_CRCT)[m]
+        RSC[RS_CRCN] += m
+    low = RJ.access(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi(S, GI_RCLS), _gi(S, GI_RGRP), _gi(S, GI_RTOU),
+                    _gi(S, GI_RSUP), _gi(S, GI_RSTOP), _gi(S, GI_RSUB), _gi(S, GI_RTURN), _gd_rtab(S, GF_RD),
+                    _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN),
+                    _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG), _gi(S, GI_REVB), _gi(S, GI_RGM),
+                    _gi(S, GI_RTHR), path, state, _gnow(S), GX[GX_STOP], GX[GX_SUB], GX[GX_TID], GX[GX_TURN])
+    _gd_rekey(S, low)
+
+
+@njit(cache=True)
+def _gd_est_created(S, qs):
+    """reuse=hints, ``on_insert``: fresh references for the new STATEs ``qs`` (still resident)."""
+    GX = _gi(S, GI_GX)
+    low = RJ.created(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi(S, GI_RCLS), _gi(S, GI_RGRP), _gi(S, GI_RTOU),
+                     _gi(S, GI_RSUP), _gi(S, GI_RSTOP), _gi(S, GI_RSUB), _gi(S, GI_RTURN), _gd_rtab(S, GF_RD),
+                     _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN),
+                     _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG), _gi(S, GI_REVB), _gi(S, GI_RGM), qs,
+                     _gnow(S), GX[GX_STOP], GX[GX_SUB], GX[GX_TURN])
+    _gd_rekey(S, low)
+
+
+@njit(cache=True)
+def _gd_tick(S, now):
+    """reuse=hints, ``tick`` (H is set before the request, in _replay; the refit runs interpreted
+    between requests): after a refit every heap member is re-keyed, else the due re-evaluations."""
+    GX = _gi(S, GI_GX)
+    if GX[GX_REKEY]:
+        GX[GX_REKEY] = 0
+        cm, sm = _gi(S, GI_CMEM), _gi(S, GI_SMEM)
+        n = 0
+        for p in range(len(cm)):
+            if cm[p] != 0 or sm[p] != 0:
+                n += 1
+        ps = np.empty(n, dtype=np.int64)
+        k = 0
+        for p in range(len(cm)):
+            if cm[p] != 0 or sm[p] != 0:
+                ps[k] = p
+                k += 1
+        _gd_rekey(S, ps)
+        return
+    low = RJ.tick(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi(S, GI_RCLS), _gi(S, GI_RGRP), _gd_rtab(S, GF_RQ),
+                  _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN), _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG),
+                  _gi(S, GI_REVB), _gi(S, GI_RGM), S.res, now)
+    _gd_rekey(S, low)
+
+
+@njit(cache=True)
+def _gd_compact(S):
+    """The estimator's member buffer compacted in place, as ``CompiledHintsReuse._compact`` does it
+    into a new one: the live groups' members moved to the front, in group order (a group's slot
+    never starts before an older group's, so every move is to the left); ids and members unchanged.
+    Growth (a repack of the node's state) is then needed only when the live members fill it."""
+    gbuf, gs, gn, GM = _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN), _gi(S, GI_RGM)
+    w = 0
+    for g in range(GM[RJ.G_NEXT]):
+        n = gn[g]
+        if n > 0:
+            o = gs[g]
+            if o != w:
+                for i in range(n):
+                    gbuf[w + i] = gbuf[o + i]
+                gs[g] = w
+            w += n
+    GM[RJ.G_USED] = w
+
+
+@njit(cache=True)
+def _gd_before(S, now, row):
+    """reuse=hints, before a request (at time ``now``; its hints in its ``row`` of R): the estimator's
+    H as ``tick`` sets it, and the grow requests: room in its buffers, its refit due at this request."""
+    M = S.M
+    GX, RSC = _gi(S, GI_GX), _gf(S, GF_RSC)
+    GX[GX_STOP], GX[GX_SUB], GX[GX_TURN], GX[GX_TID] = row[R_STOP], row[R_SUB], row[R_TURN], row[R_TID]
+    if GX[GX_HASLOG] == 0 or M[M_USED2] + M[M_FAB] <= M[M_CAP2]:
+        RSC[RS_H] = np.inf         # nothing given up yet, or room left: a copy written now stays
+    else:
+        RSC[RS_H] = max(math.exp(RSC[RS_LOGAGE]), now - RSC[RS_LASTEV])
+    GM = _gi(S, GI_RGM)
+    if GM[RJ.G_USED] + GX[GX_ROOMB] > len(_gi(S, GI_RBUF)):
+        _gd_compact(S)
+    if (GM[RJ.G_USED] + GX[GX_ROOMB] > len(_gi(S, GI_RBUF)) or GM[RJ.G_NEXT] + 8 > len(_gi(S, GI_RGS))
+            or GM[RJ.G_EVN] + 8 > len(_gf(S, GF_REVT))):
+        M[M_GROW] |= GROW_HINTS
+    seen = GX[GX_SEEN]
+    if (seen >= GX[GX_FIRST] and (seen - GX[GX_FIRST]) % GX[GX_EVERY] == 0 and seen != GX[GX_LAST_REFIT]):
+        RSC[RS_NOW] = now
+        M[M_GROW] |= GROW_REFIT
+
+
+@njit(cache=True)
+def _gd_note_ssd_victims(S, ps):
+    """``_note_ssd_victims``: the SSD's characteristic time, a running mean of the log ages (time
+    since the last touch) of the copies it gives up."""
+    now = _gnow(S)
+    GX, RSC, tl = _gi(S, GI_GX), _gf(S, GF_RSC), _gf(S, GF_TL)
+    RSC[RS_LASTEV] = now
+    la = RSC[RS_LOGAGE]
+    has = GX[GX_HASLOG] != 0
+    for i in range(len(ps)):
+        t = tl[ps[i]]
+        if t == t:
+            x = math.log(max(now - t, 1.0))
+            la = x if not has else 0.999 * la + 0.001 * x
+            has = True
+    RSC[RS_LOGAGE] = la
+    GX[GX_HASLOG] = 1 if has else 0
 
 
 @njit(cache=True)
@@ -1782,6 +1954,8 @@ def _gd_select_ssd(S, need, vict):
                        _gi(S, GI_G), need, _gnow(S), plan)
     for i in range(len(ps)):
         vict.append(ps[i])
+    if len(ps) and GX[GX_HINTS]:
+        _gd_note_ssd_victims(S, ps)
     return len(ps) > 0
 
 
@@ -2788,6 +2962,8 @@ def _step(S, path, counting, R, j, now):
         # was lost: numba 0.68, found by comparing with NUMBA_DISABLE_JIT)
         S.FX[S.PX[GF0 + GF_GN]] = now
         S.PX[S.PX[GI_F] + GJ.F_CUR] = seq
+        if S.PX[S.PX[GI_GX] + GX_HINTS] != 0:
+            _gd_tick(S, now)
     has_state = M[M_HAS_STATE] != 0
     fab = M[M_FAB]
     m = len(path)
@@ -3007,6 +3183,8 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
             for k in range(GF_CST, GF_SST + 1):
                 if (S.PX[GF0 + k + 1] - S.PX[GF0 + k]) // 3 < room:
                     M[M_GROW] |= GROW_GD
+            if S.PX[S.PX[GI_GX] + GX_HINTS] != 0:
+                _gd_before(S, arrival[i], R[j])
         if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > M[M_CAP_OUT]:
             M[M_GROW] |= GROW_OUT
         if 2 * M[M_AQMAX] > M[M_CAP_AQ]:

@@ -8,7 +8,8 @@ a ``heapq`` list of tuples and a session's last group in a dict; here (docs/deci
   = -1: the group is gone), its start ``gt0[g]``;
 * the re-evaluations are a binary heap over ``(time, group, bin)`` in three arrays, which pops in
   the total order ``heapq`` pops the tuples in;
-* a thread's last group is a typed dict.
+* a thread's last group is ``thr[tid]`` (-1: none), ``tid`` the thread's dense id, given by the
+  caller (one array, so that the compiled engine can keep it among its own: decision 136).
 
 ``GM`` holds the counters: the next group id, the buffer's used length, the heap's length. The
 caller keeps room (:meth:`~cluster_sim.policies.reuse.CompiledHintsReuse._room`) before every
@@ -155,16 +156,17 @@ def _lowered(A, Q, ps, n, now, out, k):
 
 @njit(cache=True)
 def access(E, start, cls, grp, touches, sup, stop_a, sub_a, turn_a, D, Cn, Q,
-           gbuf, gs, gn, gt0, evt, evg, evb, GM, threads, path, state, now, stop, sub, key, turn):
+           gbuf, gs, gn, gt0, evt, evg, evb, GM, thr, path, state, now, stop, sub, key, turn):
     """HintsReuse.access (without ``seen``, which the caller counts): a request touched the FA
-    chunks of ``path`` and demanded ``state`` (-1: none); ``key``: its thread (-1: no session).
-    Returns the payloads whose E went down, in the interpreted order."""
+    chunks of ``path`` and demanded ``state`` (-1: none); ``key``: its thread's dense id (-1: no
+    session), ``thr[key]`` that thread's last group (-1: none). Returns the payloads whose E went
+    down, in the interpreted order."""
     A = (_b(E), _b(start), _b(cls), _b(grp))
     G = (_b(gbuf), _b(gs), _b(gn), _b(gt0), _b(evt), _b(evg), _b(evb), _b(GM))
     m = len(path)
     prev = -1
-    if key >= 0 and key in threads:
-        prev = threads[key]
+    if key >= 0:
+        prev = thr[key]
     out = np.empty(m + 1 + (gn[prev] if prev >= 0 and gn[prev] > 0 else 0), dtype=np.int64)
     k = 0
     if m:
@@ -187,7 +189,7 @@ def access(E, start, cls, grp, touches, sup, stop_a, sub_a, turn_a, D, Cn, Q,
         g = _begin(A, G, fa, m, now, cl)
         k = _lowered(A, Q, fa, m, now, out, k)
         if key >= 0:
-            threads[key] = g
+            thr[key] = g
             if prev >= 0 and gn[prev] >= 0:
                 # the session's previous request: what this one did not touch is superseded
                 po = gs[prev]
@@ -305,17 +307,3 @@ def tick(E, start, cls, grp, Q, gbuf, gs, gn, gt0, evt, evg, evb, GM, res, now):
     out = np.empty(due_n, dtype=np.int64)
     k = _lowered(A, Q, due, due_n, now, out, 0)
     return out[:k]
-
-
-@njit(cache=True)
-def renumber_threads(threads, remap):
-    """Each thread's last group through ``remap`` (old id -> new id, -1: gone); a thread whose
-    group is gone is forgotten (the kernels treat both alike: no previous request to supersede)."""
-    gone = [np.int64(0) for _ in range(0)]
-    for k, g in threads.items():
-        if g < 0 or remap[g] < 0:
-            gone.append(k)
-        else:
-            threads[k] = remap[g]
-    for k in gone:
-        del threads[k]

@@ -365,9 +365,6 @@ class CompiledHintsReuse(HintsReuse):
 
     def __init__(self, n2: int, depth: np.ndarray, refit_requests: int = 500, pseudo: float = 4.0):
         super().__init__(n2, depth, refit_requests, pseudo)
-        from numba import types
-        from numba.typed import Dict
-
         from . import _reuse_jit as J
         self.J = J
         self.groups = self.events = self.next_gid = None     # kept in the arrays below instead
@@ -381,7 +378,9 @@ class CompiledHintsReuse(HintsReuse):
         self.evg = np.zeros(1024, dtype=np.int64)
         self.evb = np.zeros(1024, dtype=np.int64)
         self.GM = np.zeros(J.N_GM, dtype=np.int64)
-        self.jthreads = Dict.empty(key_type=types.int64, value_type=types.int64)
+        self.tids: dict[int, int] = {}         # thread key -> dense id (its index in thr)
+        self.thr = np.full(64, -1, dtype=np.int64)    # a thread's last group (-1: none)
+        self._room_groups = 4      # the most groups (and re-evaluations) one call adds
         self._gmin = 1024          # the least length of the group and re-evaluation arrays
         self.gid_base = 0          # groups forgotten by _renumber: groups made = gid_base + GM[G_NEXT]
 
@@ -391,15 +390,16 @@ class CompiledHintsReuse(HintsReuse):
         if GM[J.G_USED] + self._room_need > len(self.gbuf):
             self._compact()
         ng = int(GM[J.G_NEXT])
-        if ng + 4 > len(self.gs) and 2 * int(np.count_nonzero(self.gn[:ng] >= 0)) <= ng:
+        rg = self._room_groups
+        if ng + rg > len(self.gs) and 2 * int(np.count_nonzero(self.gn[:ng] >= 0)) <= ng:
             self._renumber()
             ng = int(GM[J.G_NEXT])
-        if ng + 4 > len(self.gs):
+        if ng + rg > len(self.gs):
             n = 2 * len(self.gs)
             self.gs = np.concatenate([self.gs, np.zeros(n - len(self.gs), dtype=np.int64)])
             self.gn = np.concatenate([self.gn, np.full(n - len(self.gn), -1, dtype=np.int64)])
             self.gt0 = np.concatenate([self.gt0, np.zeros(n - len(self.gt0))])
-        if GM[J.G_EVN] + 4 > len(self.evt):
+        while GM[J.G_EVN] + rg > len(self.evt):
             n = len(self.evt)
             self.evt = np.concatenate([self.evt, np.zeros(n)])
             self.evg = np.concatenate([self.evg, np.zeros(n, dtype=np.int64)])
@@ -453,7 +453,9 @@ class CompiledHintsReuse(HintsReuse):
         gs, gn, gt0 = np.zeros(cap, dtype=np.int64), np.full(cap, -1, dtype=np.int64), np.zeros(cap)
         gs[:k], gn[:k], gt0[:k] = self.gs[live], self.gn[live], self.gt0[live]
         self.gs, self.gn, self.gt0 = gs, gn, gt0
-        J.renumber_threads(self.jthreads, remap)
+        thr = self.thr
+        known = thr >= 0
+        thr[known] = remap[thr[known]]            # a thread whose group is gone: none (-1)
         self.gid_base += ng - k
         GM[J.G_NEXT] = k
         GM[J.G_EVN] = len(t)
@@ -463,10 +465,12 @@ class CompiledHintsReuse(HintsReuse):
         self._room()
         key = -1
         if meta.session_id >= 0:
-            key = int(meta.session_id) * 65536 + max(int(meta.agent), 0)
+            key = self.tids.setdefault(int(meta.session_id) * 65536 + max(int(meta.agent), 0), len(self.tids))
+            if key >= len(self.thr):
+                self.thr = np.concatenate([self.thr, np.full(len(self.thr), -1, dtype=np.int64)])
         return self.J.access(self.E, self.start, self.cls, self.grp, self.touches, self.sup, self.stop, self.sub,
                              self.turn, self.D, self.C, self.Q, self.gbuf, self.gs, self.gn, self.gt0, self.evt,
-                             self.evg, self.evb, self.GM, self.jthreads, path, int(state), float(now),
+                             self.evg, self.evb, self.GM, self.thr, path, int(state), float(now),
                              int(meta.stop_reason), int(bool(meta.subagent)), key, int(meta.turn))
 
     def created_states(self, qs, now, meta):
