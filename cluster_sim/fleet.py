@@ -76,7 +76,8 @@ class NodeRunner:
                                              cfg.model, hw, policy.name, node_index=node_index,
                                              params=_policy_params(cfg), future_idx=future_idx,
                                              rng=node_rng(cfg.seed, node_index),
-                                             replays_per_day_scale=cfg.workload.replays_per_day_scale)
+                                             replays_per_day_scale=cfg.workload.replays_per_day_scale,
+                                             policy_obj=policy)
             self._passes_pending = False
             return
         future = None

@@ -84,7 +84,8 @@ _TIER_KEYS = ("hbm", "dram", "ssd")
 #: a fresh compile of every kernel (_warm_up) on the 2-core machines here: 134 s on one, 309 s on another;
 #: 521 s in a clean-clone CI's first compiled test on a third (2026-12-03, workload_aware's kernel added);
 #: then 349.9 s -> 174.2 s on one machine once each kernel compiled once per argument type (decision 133);
-#: 259 s on that machine with Gandalf's kernels in the engine (decision 135)
+#: 259 s on that machine with Gandalf's kernels in the engine (decision 135), 316-334 s with its hints
+#: estimator's (decision 136)
 EXPECTED_COMPILE_S = "150-450"
 
 
@@ -308,12 +309,14 @@ class CompiledNode:
     def __init__(self, chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens: int, model, hardware,
                  policy: str, *, node_index: int = 0, cost=True, log_capacity: int = 1 << 14,
                  heap_capacity: int = 1024, params=None, future_idx=None, rng=None,
-                 replays_per_day_scale: float = 1.0):
+                 replays_per_day_scale: float = 1.0, policy_obj=None):
         """``params``: the policy's parameters (its ``Params`` instance or a mapping; defaults when
         None). ``future_idx``: the trace requests this node will be given, in order, for the
         hindsight policy (``oracle_admission``): its passes run at the first :meth:`replay`.
         ``rng``: the node's random stream (``fleet.node_rng``; ``dynamic_random`` draws from it),
-        ``replays_per_day_scale``: the workload's, for ``dynamic_random``'s default budget."""
+        ``replays_per_day_scale``: the workload's, for ``dynamic_random``'s default budget.
+        ``policy_obj``: the node's policy object, unbound, when the caller made one (gandalf binds
+        it to derive its arrays instead of making another: one policy per node)."""
         from . import _jit as J
 
         from ..policies.base import parse_params, policy_class
@@ -324,6 +327,7 @@ class CompiledNode:
         if why is not None:
             raise ConfigError("cache.engine", f"numba cannot run this setting: {why}")
         self.params = params
+        self._policy_obj = policy_obj
         self._args = (chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens, model, hardware, policy)
         self._kw = {"node_index": node_index, "log_capacity": log_capacity, "heap_capacity": heap_capacity,
                     "params": params, "replays_per_day_scale": replays_per_day_scale}
@@ -541,7 +545,8 @@ class CompiledNode:
                              anchor=np.asarray(S.anchor), flat=np.asarray(S.flat), dcnt=[S.dcnt[0], S.dcnt[1], S.dcnt[2]],
                              dany=S.dany, pin=S.pin, cap=list(self.caps))
         cost = self.cost if self.cost is not None else CostModel.of(self.model, self.hw)
-        pol = GandalfPolicy(self.params)
+        pol = self._policy_obj if isinstance(self._policy_obj, GandalfPolicy) else GandalfPolicy(self.params)
+        self._policy_obj = None
         pol.announce_compile = False           # its kernels are built with the engine's, under its notice
         pol.bind(SimpleNamespace(state=st, hardware=self.hw, model=self.model, chunk_tokens=self.ct, cost=cost))
         if pol._jit is None:
@@ -611,6 +616,8 @@ class CompiledNode:
             GI[GI[k]:GI[k + 1]] = ints[name]
         for k, name in enumerate(J.GF_SEGMENTS):
             GF[GI[J.GF0 + k]:GI[J.GF0 + k + 1]] = floats[name]
+        if est is not None:
+            self._gd_unbind_est()          # (its arrays are copied: views are bound when needed)
         # its arrays are the node's PX and FX (it has no other segments)
         return {"PX": GI, "FX": GF}
 
@@ -684,6 +691,16 @@ class CompiledNode:
                     grown[:len(a)] = a
                     setattr(est, k, grown)
         self._gd_repack(self._gd_est_ints(est), self._gd_est_floats(est))
+        self._gd_unbind_est()
+
+    def _gd_unbind_est(self) -> None:
+        """Drop the estimator's views (they would keep a replaced PX / FX alive)."""
+        est = self._gd_est
+        K, NB = est.D.shape
+        for k in ("cls", "grp", "touches", "sup", "stop", "sub", "turn", "gbuf", "gs", "gn", "evg", "evb", "GM", "thr",
+                  "E", "start", "gt0", "evt"):
+            setattr(est, k, None)
+        est.D = est.C = est.Q = np.zeros((K, NB))
 
     def _gd_refit(self) -> None:
         """The hints estimator's refit due at this request's tick, interpreted as on the interpreted
@@ -704,6 +721,7 @@ class CompiledNode:
             crc, cum = self._gseg("CRC"), self._gseg("CRCC")
             crc[1:] = v
             cum[:] = np.arange(len(cum), dtype=np.float64) * v
+        self._gd_unbind_est()
 
     def _gd_requests(self, idx, session, agent, stop, subagent, turn, R) -> None:
         """reuse=hints: each request's stop reason, sub-agent flag, turn and thread (dense id, -1 none)
