@@ -35,20 +35,6 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(cpus, MAX_WORKERS, by_memory))
 
 
-def pytest_configure(config):
-    """Under xdist with numba's cache cold (a fresh clone), every worker would build the compiled
-    engine at the same time: two builds of 5-7 minutes on CI's two cores (27.5 min of a 28 min CI
-    run, 2026-12-03). The controller builds it once before the workers start (they start at
-    session start, after this hook), and they load it from the cache."""
-    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist"):
-        return
-    if getattr(config.option, "numprocesses", None) in (None, 0, "0"):
-        return
-    from cluster_sim import engine as engines
-    if not engines._cached():
-        engines.ensure_compiled()
-
-
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=30, deadline=None)
