@@ -621,17 +621,21 @@ class CompiledNode:
         # its arrays are the node's PX and FX (it has no other segments)
         return {"PX": GI, "FX": GF}
 
-    @staticmethod
-    def _gd_est_ints(est) -> dict:
-        """The hints estimator's int arrays, by segment (policies._reuse_jit's arguments)."""
-        return {"RCLS": est.cls, "RGRP": est.grp, "RTOU": est.touches, "RSUP": est.sup, "RSTOP": est.stop,
-                "RSUB": est.sub, "RTURN": est.turn, "RBUF": est.gbuf, "RGS": est.gs, "RGN": est.gn,
-                "REVG": est.evg, "REVB": est.evb, "RGM": est.GM, "RTHR": est.thr}
+    #: the hints estimator's arrays as Gandalf's segments (segment, attribute): int64, float64, and its
+    #: (class, age bin) tables (float64, kept flat)
+    _GD_EST_INTS = (("RCLS", "cls"), ("RGRP", "grp"), ("RTOU", "touches"), ("RSUP", "sup"), ("RSTOP", "stop"),
+                    ("RSUB", "sub"), ("RTURN", "turn"), ("RBUF", "gbuf"), ("RGS", "gs"), ("RGN", "gn"),
+                    ("REVG", "evg"), ("REVB", "evb"), ("RGM", "GM"), ("RTHR", "thr"))
+    _GD_EST_FLOATS = (("EST", "E"), ("RSTART", "start"), ("RT0", "gt0"), ("REVT", "evt"))
+    _GD_EST_TABLES = (("RD", "D"), ("RCN", "C"), ("RQ", "Q"))
 
-    @staticmethod
-    def _gd_est_floats(est) -> dict:
-        return {"EST": est.E, "RSTART": est.start, "RD": est.D.ravel(), "RCN": est.C.ravel(), "RQ": est.Q.ravel(),
-                "RT0": est.gt0, "REVT": est.evt}
+    def _gd_est_ints(self, est) -> dict:
+        """The hints estimator's int arrays, by segment (policies._reuse_jit's arguments)."""
+        return {seg: getattr(est, a) for seg, a in self._GD_EST_INTS}
+
+    def _gd_est_floats(self, est) -> dict:
+        return {**{seg: getattr(est, a) for seg, a in self._GD_EST_FLOATS},
+                **{seg: getattr(est, a).ravel() for seg, a in self._GD_EST_TABLES}}
 
     def _gd_repack(self, ints: dict | None = None, floats: dict | None = None) -> None:
         """Rebuild Gandalf's PX / FX with the segments given replaced (the others kept as they are)."""
@@ -660,14 +664,11 @@ class CompiledNode:
         buffers' room run on it, interpreted), and its counts as the engine has them."""
         J, est = self.J, self._gd_est
         g = self._gseg
-        for k, a in self._gd_est_ints(est).items():
-            v = g(k)
-            setattr(est, {"RCLS": "cls", "RGRP": "grp", "RTOU": "touches", "RSUP": "sup", "RSTOP": "stop",
-                          "RSUB": "sub", "RTURN": "turn", "RBUF": "gbuf", "RGS": "gs", "RGN": "gn", "REVG": "evg",
-                          "REVB": "evb", "RGM": "GM", "RTHR": "thr"}[k], v)
+        for seg, a in self._GD_EST_INTS + self._GD_EST_FLOATS:
+            setattr(est, a, g(seg))
         K, NB = est.D.shape
-        est.E, est.start, est.gt0, est.evt = g("EST"), g("RSTART"), g("RT0"), g("REVT")
-        est.D, est.C, est.Q = g("RD").reshape(K, NB), g("RCN").reshape(K, NB), g("RQ").reshape(K, NB)
+        for seg, a in self._GD_EST_TABLES:
+            setattr(est, a, g(seg).reshape(K, NB))
         GX, RSC = g("GX"), g("RSC")
         est.seen = int(GX[J.GX_SEEN])
         est.H = float(RSC[J.RS_H])
@@ -696,11 +697,11 @@ class CompiledNode:
     def _gd_unbind_est(self) -> None:
         """Drop the estimator's views (they would keep a replaced PX / FX alive)."""
         est = self._gd_est
+        for _, a in self._GD_EST_INTS + self._GD_EST_FLOATS:
+            setattr(est, a, None)
         K, NB = est.D.shape
-        for k in ("cls", "grp", "touches", "sup", "stop", "sub", "turn", "gbuf", "gs", "gn", "evg", "evb", "GM", "thr",
-                  "E", "start", "gt0", "evt"):
-            setattr(est, k, None)
-        est.D = est.C = est.Q = np.zeros((K, NB))
+        for _, a in self._GD_EST_TABLES:
+            setattr(est, a, np.zeros((K, NB)))
 
     def _gd_refit(self) -> None:
         """The hints estimator's refit due at this request's tick, interpreted as on the interpreted
@@ -726,6 +727,7 @@ class CompiledNode:
     def _gd_requests(self, idx, session, agent, stop, subagent, turn, R) -> None:
         """reuse=hints: each request's stop reason, sub-agent flag, turn and thread (dense id, -1 none)
         in its row of R, as RequestMeta gives them to the interpreted estimator."""
+        from ..policies.reuse import thread_key
         J, est = self.J, self._gd_est
         n = len(idx)
         R[:, J.R_STOP] = 0 if stop is None else stop[idx]
@@ -736,8 +738,8 @@ class CompiledNode:
             sid = np.asarray(session[idx], dtype=np.int64)
             has = sid >= 0
             if has.any():
-                ag = np.zeros(n, dtype=np.int64) if agent is None else np.maximum(np.asarray(agent[idx]), 0)
-                keys, inv = np.unique(sid[has] * 65536 + ag[has], return_inverse=True)
+                ag = np.zeros(n, dtype=np.int64) if agent is None else np.asarray(agent[idx], dtype=np.int64)
+                keys, inv = np.unique(thread_key(sid[has], ag[has]), return_inverse=True)
                 tids = est.tids
                 ids = np.array([tids.setdefault(k, len(tids)) for k in keys.tolist()], dtype=np.int64)
                 tid[has] = ids[inv]

@@ -73,6 +73,11 @@ def age_bin(x) -> np.ndarray:
     return np.clip(np.where(x >= 1.0, e, 0), 0, _NB - 1).astype(np.int64)
 
 
+def thread_key(session, agent):
+    """A request's thread: its session and agent (unknown: the session's own), for ints or arrays."""
+    return session * 65536 + np.maximum(agent, 0)
+
+
 class _EventReuse:
     """References, groups, scheduled bin crossings and refits shared by both estimators."""
 
@@ -172,7 +177,7 @@ class _EventReuse:
             out.append(self._lowered(fa, now))
             # the session's previous request: what this one did not touch is superseded
             if meta.session_id >= 0:
-                key = int(meta.session_id) * 65536 + max(int(meta.agent), 0)
+                key = int(thread_key(int(meta.session_id), int(meta.agent)))
                 prev = self.threads.get(key)
                 self.threads[key] = g
                 if prev is not None and prev in self.groups:
@@ -465,7 +470,7 @@ class CompiledHintsReuse(HintsReuse):
         self._room()
         key = -1
         if meta.session_id >= 0:
-            key = self.tids.setdefault(int(meta.session_id) * 65536 + max(int(meta.agent), 0), len(self.tids))
+            key = self.tids.setdefault(int(thread_key(int(meta.session_id), int(meta.agent))), len(self.tids))
             if key >= len(self.thr):
                 self.thr = np.concatenate([self.thr, np.full(len(self.thr), -1, dtype=np.int64)])
         return self.J.access(self.E, self.start, self.cls, self.grp, self.touches, self.sup, self.stop, self.sub,
