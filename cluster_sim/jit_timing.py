@@ -36,12 +36,13 @@ def start() -> CompileTimer:
 
 def cached(module_file: str, stem: str) -> bool:
     """Whether numba's cache holds an index (``<stem>*.nbi``) for a kernel of the module at
-    ``module_file``: beside it (``__pycache__``, numba's default) or under ``$NUMBA_CACHE_DIR``.
+    ``module_file``: under ``$NUMBA_CACHE_DIR`` when it is set, else beside the module
+    (``__pycache__``, numba's default).
     Used only to decide whether to print a compile notice."""
     import os
     from pathlib import Path
 
-    if any((Path(module_file).resolve().parent / "__pycache__").glob(f"{stem}*.nbi")):
-        return True
     root = os.environ.get("NUMBA_CACHE_DIR")
-    return bool(root) and any(Path(root).rglob(f"{stem}*.nbi"))
+    if root:            # numba then caches there only
+        return any(Path(root).rglob(f"{stem}*.nbi"))
+    return any((Path(module_file).resolve().parent / "__pycache__").glob(f"{stem}*.nbi"))

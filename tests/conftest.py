@@ -35,6 +35,60 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(cpus, MAX_WORKERS, by_memory))
 
 
+#: heavy tests that never build the compiled engine, run first: in a fresh install one background
+#: process builds the kernels (:func:`pytest_configure`) while the workers run these, and a test
+#: that needs the kernels waits for that build (the engine's build lock) instead of building them
+#: once more in every worker
+EARLY = (
+    "test_claude_code.py::test_real_weka_trace_matches_readme",
+    "test_faults_ray.py::test_sigterm_kills_the_parent_run_and_the_sweep_resumes",
+    "test_request_signals.py::test_the_weka_trace_carries_stop_reasons",
+    "test_install.py::",
+    "test_reuse_jit.py::",
+    "test_claude_code.py::",
+    "test_trace_schema.py::",
+    "test_trace_mooncake.py::",
+)
+
+_BUILDER = None
+
+
+def pytest_configure(config):
+    """In the controller of a parallel run on a fresh install: build the kernels in one background
+    process. It takes the engine's build lock before its first line; every worker's (and every
+    command-line subprocess's) ``ensure_compiled`` then waits for it and loads the cache."""
+    global _BUILDER
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", None):
+        return
+    import subprocess
+    import sys
+    import threading
+    from cluster_sim import engine
+    if engine.compile_notice() is None or not engine.numba_available()[0]:
+        return
+    _BUILDER = subprocess.Popen(
+        [sys.executable, "-c", "from cluster_sim.engine import ensure_compiled; ensure_compiled()"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = _BUILDER.stderr.readline()         # the compile notice, printed once the lock is held
+    tail: list[str] = [first]
+    threading.Thread(target=lambda: tail.extend(_BUILDER.stderr), daemon=True).start()
+    _BUILDER.tail = tail
+    print(f"conftest: building the compiled engine in the background (pid {_BUILDER.pid}): {first.strip()}")
+
+
+def pytest_unconfigure(config):
+    if _BUILDER is not None and _BUILDER.poll() is None:
+        _BUILDER.terminate()
+        _BUILDER.wait(timeout=60)
+
+
+def pytest_collection_modifyitems(config, items):
+    def early(item):
+        name = item.nodeid.rsplit("/", 1)[-1]
+        return next((i for i, e in enumerate(EARLY) if name.startswith(e)), len(EARLY))
+    items.sort(key=early)          # stable: the rest keep their order
+
+
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=30, deadline=None)

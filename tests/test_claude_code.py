@@ -429,3 +429,19 @@ def test_real_weka_trace_matches_readme():
     arr = np.asarray(t.column("arrival_s"))
     assert np.all(np.diff(arr) >= 0) and arr[0] == 0.0
     assert t.column("request_id").to_pylist()[-3:] == [t.num_rows - 3, t.num_rows - 2, t.num_rows - 1]
+
+
+def test_take_rows_equals_arrows_take_on_chunked_sliced_and_null_lists():
+    # the numpy gather of list columns (place_sessions' reorder) must be Arrow's take exactly
+    from cluster_sim.trace.placement import take_rows
+    rng = np.random.default_rng(3)
+    lists = [list(rng.integers(0, 2**63, size=int(k), dtype=np.uint64)) for k in rng.integers(0, 6, size=40)]
+    hashes = pa.chunked_array([pa.array(lists[:17], pa.list_(pa.uint64())),
+                               pa.array(lists[17:], pa.list_(pa.uint64())).slice(2)])
+    n = len(hashes)
+    with_nulls = pa.array([None if i % 7 == 3 else [i] for i in range(n)], pa.list_(pa.int64()))
+    table = pa.table({"x": pa.array(np.arange(n)), "block_hashes": hashes, "nullable": with_nulls})
+    for order in (rng.permutation(n), np.arange(n)[::-1], np.zeros(0, dtype=np.int64)):
+        got = take_rows(table, order)
+        assert got.equals(table.take(pa.array(order, type=pa.int64())))
+        assert got.schema == table.schema

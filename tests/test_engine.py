@@ -238,3 +238,20 @@ def test_a_bad_small_run_limit_is_one_line_naming_the_variable(monkeypatch, bad)
     monkeypatch.setenv(engines.SMALL_RUN_ENV, bad)
     with pytest.raises(ConfigError, match="CLUSTER_SIM_SMALL_RUN_REFS.*non-negative whole number"):
         engines.small_run_limit()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the build lock is flock (POSIX); Windows builds per process")
+def test_a_process_waits_for_another_processs_build_then_loads_it():
+    # while one process holds the build lock exclusively (building), ensure_compiled in another
+    # process waits; once the lock is released it loads the kernels and ends
+    import fcntl
+    import time
+    engines.ensure_compiled()
+    with open(engines.build_lock_path(), "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        p = subprocess.Popen([sys.executable, "-c", "from cluster_sim.engine import ensure_compiled as e; e(); print('ready')"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(8)
+        assert p.poll() is None, p.communicate()
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0 and out.strip() == "ready", err

@@ -43,11 +43,11 @@ def _try_runs(tmp_path: Path):
 
 
 def test_sigterm_kills_the_parent_run_and_the_sweep_resumes(tmp_path):
-    # six points one at a time; SIGTERM once the first point's run is FINISHED. Each point is an
+    # four points one at a time; SIGTERM once the first point's run is FINISHED. Each point is an
     # interpreted run of ~11 k synthetic requests (several seconds): with the bundled 2.4 k-request
-    # trace a point took ~1 s on a fast machine, and all six ended before the signal (a CI failure)
+    # trace a point took ~1 s on a fast machine, and all of them ended before the signal (a CI failure)
     from mlflow import MlflowClient  # noqa: F401 - imported before the sweep starts, not while it runs
-    sweep = ["-m", "seed=0,1,2,3,4,5", "workload=synthetic", "+workload.synthetic.num_sessions=3000",
+    sweep = ["-m", "seed=0,1,2,3", "workload=synthetic", "+workload.synthetic.num_sessions=3000",
              "sweep.max_parallel=1", "report.figures=false", "cache.engine=python", *store(tmp_path)]
     p = cli(*sweep, f"hydra.sweep.dir={tmp_path}/a", cwd=tmp_path)
     deadline = time.monotonic() + 300
@@ -66,15 +66,15 @@ def test_sigterm_kills_the_parent_run_and_the_sweep_resumes(tmp_path):
     (parent,), kids = runs(tmp_path)
     assert parent.info.status == "KILLED"
     done = [r for r in kids if r.info.status == "FINISHED"]
-    assert 1 <= len(done) < 6
+    assert 1 <= len(done) < 4
     # resume: the finished points are skipped, the rest run under the same parent, which ends FINISHED
     p = cli(*sweep, "sweep.resume=true", f"hydra.sweep.dir={tmp_path}/b", cwd=tmp_path)
     out, err = p.communicate(timeout=400)
     assert p.returncode == 0, err[-3000:]
-    assert f"{6 - len(done)} finished, 0 failed, {len(done)} skipped" in out
+    assert f"{4 - len(done)} finished, 0 failed, {len(done)} skipped" in out
     (parent2,), kids = runs(tmp_path)
     assert parent2.info.run_id == parent.info.run_id and parent2.info.status == "FINISHED"
-    assert sorted(r.data.params["seed"] for r in kids if r.info.status == "FINISHED") == [str(i) for i in range(6)]
+    assert sorted(r.data.params["seed"] for r in kids if r.info.status == "FINISHED") == [str(i) for i in range(4)]
 
 
 def test_a_sweep_without_its_store_writes_every_point_and_says_so(tmp_path, closed_port):

@@ -179,6 +179,13 @@ def test_the_compile_notice_names_every_gandalf_kernel_and_follows_numbas_cache_
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "nbc"))
     assert jit_timing.cached(str(fake), "mod.kernel-")
     assert not jit_timing.cached(str(fake), "mod.other-")
+    # numba caches only in $NUMBA_CACHE_DIR when it is set: an index beside the module is not used
+    (fake.parent / "__pycache__").mkdir()
+    (fake.parent / "__pycache__" / "mod.other-3.py311.nbi").write_bytes(b"")
+    assert not jit_timing.cached(str(fake), "mod.other-")
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    assert jit_timing.cached(str(fake), "mod.other-") and not jit_timing.cached(str(fake), "mod.kernel-")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "nbc"))
 
     seen = []
     monkeypatch.setattr(gandalf, "cached", lambda f, stem: seen.append(stem) or "_reuse_jit" not in stem)

@@ -43,6 +43,7 @@ events for the router) — docs/decisions.md 67-69.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
@@ -57,7 +58,7 @@ from ..errors import ConfigError
 from ..metrics import NodeStats
 
 __all__ = ["ENGINES", "SUPPORTED_POLICIES", "PARTLY_COMPILED", "CompiledNode", "resolve", "supports", "numba_available",
-           "ensure_compiled", "compile_notice", "interpreted_first_run", "small_run_limit"]
+           "ensure_compiled", "build_lock_path", "compile_notice", "interpreted_first_run", "small_run_limit"]
 
 ENGINES = ("auto", "numba", "python")
 SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective", "lru_k", "hot_prefix",
@@ -217,12 +218,54 @@ def ensure_compiled(stream=None) -> float:
     if _READY:
         return 0.0
     t0 = time.perf_counter()
-    note = compile_notice()
-    if note:
-        print(note, file=stream if stream is not None else sys.stderr, flush=True)
-    _warm_up()
+    # one build at a time per cache (decision 137): a process that finds no kernels builds them
+    # under an exclusive lock; any other process (a sweep's next point, a fleet's worker, a test
+    # worker) waits for that build to end and then loads it; loads share the lock
+    with _build_lock(exclusive=not _cached()):
+        note = compile_notice()
+        if note:
+            print(note, file=stream if stream is not None else sys.stderr, flush=True)
+        _warm_up()
     _READY = True
     return time.perf_counter() - t0
+
+
+def build_lock_path():
+    """The file whose exclusive lock (``flock``) a process holds while it builds the kernels: in
+    ``$NUMBA_CACHE_DIR`` when set, else beside numba's default cache (``__pycache__``), else (not
+    writable) in the temporary folder, named after this package's location."""
+    import hashlib
+    import os
+    import tempfile
+
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    folder = Path(root) if root else Path(__file__).resolve().parent / "__pycache__"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if os.access(folder, os.W_OK):
+            return folder / "cluster_sim-build.lock"
+    except OSError:
+        pass
+    tag = hashlib.sha1(str(Path(__file__).resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"cluster_sim-build-{tag}.lock"
+
+
+@contextlib.contextmanager
+def _build_lock(exclusive: bool):
+    """Hold :func:`build_lock_path`'s lock, exclusive (a build) or shared (a load), blocking while
+    another process holds it exclusively. No lock where ``fcntl`` is missing (Windows) or the file
+    cannot be opened: each process then builds on its own, as numba alone would."""
+    try:
+        import fcntl
+        fh = open(build_lock_path(), "a+b")
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        fh.close()          # closing releases the lock
 
 
 def _warm_up() -> None:

@@ -215,6 +215,29 @@ def session_starts(table: pa.Table, placement: Placement) -> tuple[np.ndarray, d
     return starts, record
 
 
+def take_rows(table: pa.Table, order: np.ndarray) -> pa.Table:
+    """``table.take(order)``, with list columns gathered by numpy: Arrow's take of the whole WEKA
+    trace's 94 M block hashes took 6-8 s, this about 1 s. Columns with nulls go through Arrow."""
+    order = np.asarray(order, dtype=np.int64)
+    cols = []
+    for col in table.columns:
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+            if arr.null_count == 0:
+                off = arr.offsets.to_numpy()
+                start = off[:-1][order]
+                lens = (off[1:] - off[:-1])[order]
+                new_off = np.zeros(len(order) + 1, dtype=np.int64)
+                np.cumsum(lens, out=new_off[1:])
+                gather = np.repeat(start - new_off[:-1], lens)
+                gather += np.arange(new_off[-1], dtype=np.int64)
+                values = pa.array(arr.values.to_numpy(zero_copy_only=False)[gather], type=col.type.value_type)
+                cols.append(type(arr).from_arrays(pa.array(new_off.astype(off.dtype)), values, type=col.type))
+                continue
+        cols.append(col.take(pa.array(order)))
+    return pa.Table.from_arrays(cols, schema=table.schema)
+
+
 def place_sessions(table: pa.Table, placement: Placement) -> pa.Table:
     """Place the sessions of an unplaced table and merge their requests in arrival order."""
     starts, record = session_starts(table, placement)
@@ -223,7 +246,7 @@ def place_sessions(table: pa.Table, placement: Placement) -> pa.Table:
         absolute = starts[sess] + table.column("arrival_s").to_numpy()
         order = np.argsort(absolute, kind="stable")
         if not np.array_equal(order, np.arange(len(order))):
-            table = table.take(pa.array(order))
+            table = take_rows(table, order)
             absolute = absolute[order]
     else:
         absolute = np.zeros(0, dtype=np.float64)

@@ -36,6 +36,7 @@ __all__ = [
     "validate_table",
     "conform_table",
     "trace_stats",
+    "reuse_counts",
     "SIGNAL_FIELDS",
     "CANONICAL_SCHEMA",
     "STOP_REASONS",
@@ -504,6 +505,30 @@ def conform_table(table: pa.Table) -> pa.Table:
 # statistics used by the default-trace script and the tests
 
 
+def reuse_counts(values: np.ndarray, request_of_ref: np.ndarray) -> tuple[int, int]:
+    """``(unique ids, reused references)`` of a reference stream.
+
+    ``values[i]`` is the id referenced by reference ``i`` and
+    ``request_of_ref[i]`` its request, non-decreasing (references in replay
+    order). A reference is *reused* when an earlier request referenced the
+    same id; a repeat inside one request is not a reuse.
+
+    Linear time: Arrow's hash-based dictionary encoding numbers the ids in
+    order of first appearance, so a reference is a first appearance exactly
+    where the running maximum of the codes grows.
+    """
+    if values.size == 0:
+        return 0, 0
+    codes = pc.dictionary_encode(pa.array(values)).indices.to_numpy(zero_copy_only=False)
+    runmax = np.maximum.accumulate(codes)
+    first = np.empty(codes.size, dtype=bool)
+    first[0] = True
+    np.greater(runmax[1:], runmax[:-1], out=first[1:])
+    del runmax
+    first_req = request_of_ref[first]  # indexed by code
+    return int(first_req.size), int(np.count_nonzero(request_of_ref > first_req[codes]))
+
+
 def trace_stats(table: pa.Table) -> dict[str, Any]:
     """Basic trace statistics as ``../shared/traces/README.md`` defines them.
 
@@ -516,13 +541,8 @@ def trace_stats(table: pa.Table) -> dict[str, Any]:
     values = hashes.flatten().to_numpy(zero_copy_only=False)
     counts = pc.list_value_length(hashes).to_numpy(zero_copy_only=False).astype(np.int64)
     request_of_ref = np.repeat(np.arange(n, dtype=np.int64), counts)
-    if values.size:
-        uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
-        reused = request_of_ref > request_of_ref[first][inverse]
-        unique_blocks = int(uniq.size)
-        reuse = float(reused.mean())
-    else:
-        unique_blocks, reuse = 0, 0.0
+    unique_blocks, reused = reuse_counts(values, request_of_ref)
+    reuse = reused / values.size if values.size else 0.0
     arrival = _np(table.column("arrival_s")) if n else np.zeros(0)
     in_tok = _np(table.column("input_tokens")) if n else np.zeros(0)
     sessions = table.column("session_id")

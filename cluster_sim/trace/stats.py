@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cluster_sim.errors import ConfigError, TraceError
+from cluster_sim.trace.schema import reuse_counts  # defined beside trace_stats, its other user
 
 __all__ = ["trace_statistics", "reuse_counts", "DEFAULT_MAX_TREE_REFS", "TREE_SAMPLE_SEED", "format_table"]
 
@@ -78,30 +79,6 @@ def _quantiles(x: np.ndarray, prefix: str, suffix: str = "", *, qs=(50, 90, 99),
         top = x.max() if x.size else 0.0
         out[f"{prefix}_max{suffix}"] = int(top) if integral else float(top)
     return out
-
-
-def reuse_counts(values: np.ndarray, request_of_ref: np.ndarray) -> tuple[int, int]:
-    """``(unique ids, reused references)`` of a reference stream.
-
-    ``values[i]`` is the id referenced by reference ``i`` and
-    ``request_of_ref[i]`` its request, non-decreasing (references in replay
-    order). A reference is *reused* when an earlier request referenced the
-    same id; a repeat inside one request is not a reuse.
-
-    Linear time: Arrow's hash-based dictionary encoding numbers the ids in
-    order of first appearance, so a reference is a first appearance exactly
-    where the running maximum of the codes grows.
-    """
-    if values.size == 0:
-        return 0, 0
-    codes = pc.dictionary_encode(pa.array(values)).indices.to_numpy(zero_copy_only=False)
-    runmax = np.maximum.accumulate(codes)
-    first = np.empty(codes.size, dtype=bool)
-    first[0] = True
-    np.greater(runmax[1:], runmax[:-1], out=first[1:])
-    del runmax
-    first_req = request_of_ref[first]  # indexed by code
-    return int(first_req.size), int(np.count_nonzero(request_of_ref > first_req[codes]))
 
 
 def _resolve_model(model):
