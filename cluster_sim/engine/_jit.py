@@ -1320,6 +1320,19 @@ def _event(S, p):
 
 
 @njit(cache=True)
+def _enter_many(S, t, ps):
+    """:func:`_enter` of each payload of ``ps`` (distinct, new in ``t``), in order; Gandalf's in one
+    batch (its per-payload call rebuilds its state's views each time)."""
+    if len(ps) == 0:
+        return
+    if S.M[M_POLICY] == POLICY_GANDALF:
+        _gd_enter_many(S, t, ps)
+        return
+    for p in ps:
+        _enter(S, t, p)
+
+
+@njit(cache=True)
 def _enter(S, t, p):
     """``p`` got a copy in tier ``t`` (the policy's ``on_enter(t, p)``, after the residency bits)."""
     pol = S.M[M_POLICY]
@@ -1681,23 +1694,34 @@ def _gnow(S):
 @njit(cache=True)
 def _gd_enter(S, t, p):
     """``on_enter(t, p)`` (one payload: as CacheState's batches, whose payloads are distinct)."""
-    ps = np.empty(1, dtype=np.int64)
-    ps[0] = p
-    GJ._enter(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t, _gnow(S), ps)
+    GJ._enter_one(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t, _gnow(S), p)
+
+
+@njit(cache=True)
+def _gd_enter_many(S, t, ps):
+    """``on_enter(t, p)`` of each of ``ps`` (distinct, typed list), in one call: the same pushes in the
+    same order as one call per payload (:func:`GJ._enter`: no push changes a later payload's test)."""
+    n = len(ps)
+    if n == 1:
+        _gd_enter(S, t, ps[0])
+        return
+    a = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        a[i] = ps[i]
+    GJ._enter(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t, _gnow(S), a)
 
 
 @njit(cache=True)
 def _gd_leave(S, t, p):
     """``on_leave(t, p)``: the copy leaves the tier's heap (its queued discard, as _JitHeap's)."""
-    jr = GJ._new_journal()
     if t == DRAM:
         mem = _gi(S, GI_CMEM)
         if mem[p]:
-            GJ.h_discard(_gi(S, GI_CKV), _gf(S, GF_CKK), mem, _gi(S, GI_CMETA), p, jr, False)
+            GJ.h_forget(_gi(S, GI_CKV), mem, _gi(S, GI_CMETA), p)
     elif t == SSD:
         mem = _gi(S, GI_SMEM)
         if mem[p]:
-            GJ.h_discard(_gi(S, GI_SKV), _gf(S, GF_SKK), mem, _gi(S, GI_SMETA), p, jr, False)
+            GJ.h_forget(_gi(S, GI_SKV), mem, _gi(S, GI_SMETA), p)
 
 
 @njit(cache=True)
@@ -2361,8 +2385,7 @@ def _add_many(S, t, ps):
     for p in ps:
         _note_enter(S, t, p)
     if S.M[M_POLICY] != POLICY_LRU:
-        for p in ps:
-            _enter(S, t, p)
+        _enter_many(S, t, ps)
 
 
 @njit(cache=True, inline="always")
@@ -2906,8 +2929,7 @@ def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
         if (S.res[p] & only_absent_bit) == 0:
             added.append(p)
     _add_path_fa_bits(S, t, path, lo, hi, only_absent_bit)
-    for p in added:
-        _enter(S, t, p)
+    _enter_many(S, t, added)
 
 
 @njit(cache=True, inline="always")

@@ -174,6 +174,15 @@ def h_discard(kver, kkey, mem, meta, item, jr, jon):
 
 
 @njit(cache=True)
+def h_forget(kver, mem, meta, item):
+    """h_discard without a journal (no list to allocate: the engine's per-payload on_leave)."""
+    if kver[item] != 0:
+        kver[item] = 0
+        meta[M_LIVE] -= 1
+    mem[item] = 0
+
+
+@njit(cache=True)
 def _clean_top(E, kver, meta):
     while meta[M_LEN] > 0 and kver[int(E[0, 1])] != int(E[0, 2]):
         _remove_top(E, meta)
@@ -239,29 +248,29 @@ def _new_journal():
 
 # ---------------------------------------------------------------------------- tentative
 # T = (cred, cred_g, creda, creda_g, chosen_g) ; gen: the current generation
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cred(T, gen, c):
     return T[0][c] if T[1][c] == gen else 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _creda(T, gen, c):
     return T[2][c] if T[3][c] == gen else 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def t_may_drop_last(T, gen, dany, c):
     d = dany[c]
     return d == 0 or d == _creda(T, gen, c)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def t_is_leaf(T, gen, dcnt, c):
     d = dcnt[c]
     return d == 0 or d == _cred(T, gen, c)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def t_chosen(T, gen, p):
     return T[4][p] == gen
 
@@ -298,7 +307,7 @@ def t_take(T, gen, res, parent, dcnt, dany, bit, p, drop_last):
 # C = (res, pin, size, parent, depth, anchor, flat, dcnt_dram, dcnt_ssd, dany)
 # S = (t_first, t_last, hits, sz, state_demands, pop_p, crc, crc_cum, E)
 # F_EST (reuse=hints / learned): E[p] is the payload's estimate, kept current by the interpreter
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _fa_e0(S, P, F, p, tl):
     if F[F_EST]:
         return S[8][p]
@@ -312,7 +321,7 @@ def _fa_e0(S, P, F, p, tl):
     return (S[2][p] + P[A_R0T0]) / (tl - S[0][p] + P[A_T0]) * P[A_H]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _rate(S, P, p):
     tl = S[1][p]
     if tl != tl:
@@ -320,7 +329,7 @@ def _rate(S, P, p):
     return (S[2][p] + P[A_R0T0]) / (tl - S[0][p] + P[A_T0])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def e_hits(S, P, F, p, now):
     if F[F_EST]:
         return S[8][p]
@@ -344,7 +353,7 @@ def e_hits(S, P, F, p, now):
     return est
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def c_rc(C, S, p):
     c = chunk_of(p)
     d = C[4][c]
@@ -362,12 +371,12 @@ def c_rc(C, S, p):
     return S[7][d] - S[7][dm]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _ld_ssd(P, sz):
     return P[A_SSDLAT] + sz / P[A_SSDREAD] + sz / P[A_HOST]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def fee(C, S, P, p):
     """α·W(p): zero with a valid SSD copy; α = ∞ means 'never pay'."""
     if C[0][p] & IN_SSD:
@@ -377,12 +386,12 @@ def fee(C, S, P, p):
     return P[A_ALPHA] * P[A_CWNOW] * P[A_WAF] * S[3][p]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _log_or_floor(v):
     return math.log(v) if v > 0 else -1e300
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def drop_key(C, S, P, F, p, now):
     sz = S[3][p]
     tl = S[1][p]
@@ -398,7 +407,7 @@ def drop_key(C, S, P, F, p, now):
     return _log_or_floor(v) + tl / tau
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def ssd_key(C, S, P, F, p, now):
     sz = S[3][p]
     tl = S[1][p]
@@ -410,7 +419,7 @@ def ssd_key(C, S, P, F, p, now):
     return (math.log(loss / sz) if loss > 0 else -1e300) + tl / P[A_TAU]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def move_key(C, S, P, F, p, now):
     sz = S[3][p]
     if C[0][p] & IN_SSD:
@@ -431,7 +440,7 @@ def move_key(C, S, P, F, p, now):
     return (f + e * P[A_G] * (P[A_SSDLAT] + sz / P[A_SSDREAD])) / sz
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def cand_key(C, S, P, F, p, now):
     jd = drop_key(C, S, P, F, p, now)
     if not F[F_HASSSD]:
@@ -515,7 +524,7 @@ def _pool_consume(items, pst, vbytes):
         pst[0] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _move_load(S, P, F, p, now):
     """The load part of J_move (its whole cost with a valid SSD copy), in _move_cost's terms."""
     sz = S[3][p]
@@ -544,7 +553,7 @@ def _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr, p, ssd_free)
 
 
 # ---------------------------------------------------------------------------- DRAM selection
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _drop_ok(C, TD, gd, p):
     """1 (yes), 2 (blocked only by this selection's choices) or 0."""
     if is_state(p):
@@ -562,7 +571,7 @@ def _drop_ok(C, TD, gd, p):
     return 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _move_ok(C, F, TD, gd, p):
     if is_state(p):
         return 1
@@ -918,6 +927,45 @@ def _enter(C, S, P, F, HC, HS, tier, now, ps):
             ns += 1
     h_push_many(cs, ckv, ckk, cmem, cmeta, ci, ck, nc)
     h_push_many(ss, skv, skk, smem, smeta, si, sk, ns)
+
+
+@njit(cache=True)
+def _enter_one(C, S, P, F, HC, HS, tier, now, p):
+    """_enter of one payload without its buffers (the engine's on_enter, one call per payload):
+    the same pushes with the same keys (keys do not read the heaps, and the two heaps are apart)."""
+    cs, ckv, ckk, cmem, cmeta = HC
+    ss, skv, skk, smem, smeta = HS
+    if tier == 2:                           # SSD
+        _push_one(ss, skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
+        return
+    if tier == 1 and (is_state(p) or C[7][chunk_of(p)] == 0):
+        _push_one(cs, ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
+    if C[0][p] & IN_SSD and not smem[p]:
+        _push_one(ss, skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
+
+
+@njit(cache=True)
+def _push_one(store, kver, kkey, mem, meta, item, key):
+    """h_push_many of one item (no journal, no buffers)."""
+    E = store[0]
+    meta[M_NEXT] += 1
+    v = meta[M_NEXT]
+    if kver[item] == 0:
+        meta[M_LIVE] += 1
+    kver[item] = v
+    kkey[item] = key
+    mem[item] = 1
+    ln = meta[M_LEN]
+    if ln == E.shape[0]:
+        E2 = np.empty((2 * ln + 16, 3), dtype=np.float64)
+        E2[:ln] = E[:ln]
+        store[0] = E2
+        E = E2
+    _put(E, ln, key, float(item), float(v))
+    meta[M_LEN] = ln + 1
+    _sift_root(E, ln)
+    if meta[M_LEN] > 2 * meta[M_LIVE] + _SLACK:
+        _rebuild(E, kver, meta)
 
 
 @njit(cache=True)
