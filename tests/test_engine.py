@@ -240,6 +240,48 @@ def test_a_bad_small_run_limit_is_one_line_naming_the_variable(monkeypatch, bad)
         engines.small_run_limit()
 
 
+def test_the_kernel_digest_follows_every_kernel_source_not_only_the_engines(tmp_path):
+    # numba keys a function's cache on its own file: a change in the Gandalf kernels' file alone
+    # must still change what the engine's build is recorded against (decision 138)
+    for rel in engines.KERNEL_SOURCES:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(f"# {rel}\n")
+    before = engines.kernel_digest(tmp_path)
+    assert engines.kernel_digest(tmp_path) == before
+    (tmp_path / "policies/_gandalf_jit.py").write_text("# policies/_gandalf_jit.py, edited\n")
+    assert engines.kernel_digest(tmp_path) != before
+    assert "policies/_gandalf_jit.py" in engines.KERNEL_SOURCES and "cache/state.py" in engines.KERNEL_SOURCES
+    assert len(engines.kernel_digest()) == 40          # the installed sources hash without error
+
+
+def test_a_build_of_other_sources_is_removed_and_only_the_kernel_modules_files(tmp_path):
+    eng, pol = tmp_path / "engine", tmp_path / "policies"
+    eng.mkdir(), pol.mkdir()
+    kept = [eng / "other.f-1.py311.nbi", pol / "gandalf.g-2.py311.nbc", eng / "_jit.py"]
+    stale = [eng / "_jit.replay-3138.py311.nbi", eng / "_jit.replay-3138.py311.1.nbc",
+             pol / "_gandalf_jit.select_dram-600.py311.nbi", pol / "_reuse_jit.tick-10.py311.2.nbc"]
+    for f in kept + stale:
+        f.write_text("x")
+    dirs = {"_jit": eng, "_gandalf_jit": pol, "_reuse_jit": pol}
+    assert engines.remove_stale_kernels(dirs, "abc", "abc") == []           # same sources: kept
+    assert all(f.exists() for f in kept + stale)
+    gone = engines.remove_stale_kernels(dirs, "abc", "def")
+    assert sorted(gone) == sorted(stale)
+    assert not any(f.exists() for f in stale) and all(f.exists() for f in kept)
+    assert sorted(engines.remove_stale_kernels(dirs, None, "def")) == []     # nothing left to remove
+
+
+def test_a_build_recorded_against_other_sources_counts_as_not_built(tmp_path, monkeypatch):
+    engines.ensure_compiled()
+    assert engines.compile_notice() is None            # built, from these sources
+    fake = tmp_path / "digest.sha1"
+    fake.write_text("0" * 40 + "\n")
+    monkeypatch.setattr(engines, "digest_path", lambda: fake)
+    assert engines.compile_notice() is not None        # a run would rebuild (with the notice)
+    fake.write_text(engines.kernel_digest() + "\n")
+    assert engines.compile_notice() is None
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="the build lock is flock (POSIX); Windows builds per process")
 def test_a_process_waits_for_another_processs_build_then_loads_it():
     # while one process holds the build lock exclusively (building), ensure_compiled in another

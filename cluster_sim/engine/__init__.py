@@ -58,7 +58,8 @@ from ..errors import ConfigError
 from ..metrics import NodeStats
 
 __all__ = ["ENGINES", "SUPPORTED_POLICIES", "PARTLY_COMPILED", "CompiledNode", "resolve", "supports", "numba_available",
-           "ensure_compiled", "build_lock_path", "compile_notice", "interpreted_first_run", "small_run_limit"]
+           "ensure_compiled", "build_lock_path", "kernel_digest", "digest_path", "remove_stale_kernels",
+           "KERNEL_SOURCES", "compile_notice", "interpreted_first_run", "small_run_limit"]
 
 ENGINES = ("auto", "numba", "python")
 SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective", "lru_k", "hot_prefix",
@@ -160,9 +161,80 @@ def resolve(engine: str, policy: str, hardware_list, kv_events: bool, params=Non
 
 
 def _cached() -> bool:
+    """Whether the kernels are built, and from the sources installed now (:func:`kernel_digest`)."""
     from ..jit_timing import cached
 
-    return cached(__file__, "_jit.replay-")
+    return cached(__file__, "_jit.replay-") and _recorded_digest(digest_path()) == kernel_digest()
+
+
+#: The sources the engine's kernels are compiled from (package-relative). numba keys each
+#: function's cache on the content of its own file only, so a change to a helper or a constant in
+#: another of these files would leave the engine's cached kernels valid in numba's eyes and stale
+#: in fact (decision 138): their digest is recorded beside the build, and a build of other
+#: sources is removed before the next one.
+KERNEL_SOURCES = ("engine/_jit.py", "policies/_gandalf_jit.py", "policies/_reuse_jit.py", "_nrt.py", "cache/state.py")
+
+
+def kernel_digest(root: Path | None = None, sources=KERNEL_SOURCES) -> str:
+    """SHA-1 of :data:`KERNEL_SOURCES` (names and contents) under the package folder ``root``."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent.parent if root is None else Path(root)
+    h = hashlib.sha1()
+    for rel in sources:
+        h.update(rel.encode() + b"\0")
+        h.update((root / rel).read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def digest_path() -> Path:
+    """Where the digest of the sources of the last build is recorded: beside the build lock, named
+    after this package's location (checkouts sharing a ``$NUMBA_CACHE_DIR`` keep theirs apart)."""
+    import hashlib
+
+    tag = hashlib.sha1(str(Path(__file__).resolve()).encode()).hexdigest()[:12]
+    return build_lock_path().with_name(f"cluster_sim-kernels-{tag}.sha1")
+
+
+def _recorded_digest(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _kernel_cache_dirs() -> dict[str, Path]:
+    """numba's cache folder of each kernel module, by the file stem its cache files start with."""
+    from ..cache import state
+    from ..policies import _gandalf_jit as GJ, _reuse_jit as RJ
+    from . import _jit as J
+
+    out = {}
+    for stem, d in (("_jit", J.replay), ("_gandalf_jit", GJ.select_dram), ("_reuse_jit", RJ.tick),
+                    ("state", state._leaf_events_kernel())):
+        cache = getattr(d, "_cache", None)
+        path = getattr(cache, "_cache_path", None)
+        if path:
+            out[stem] = Path(path)
+    return out
+
+
+def remove_stale_kernels(dirs: dict[str, Path], recorded: str | None, digest: str) -> list[Path]:
+    """When ``recorded`` (the digest of the last build's sources) is not ``digest``, remove numba's
+    cache files (``<stem>.*.nbi`` / ``.nbc``) of every kernel module in ``dirs``; returns them."""
+    if recorded == digest:
+        return []
+    gone = []
+    for stem, folder in dirs.items():
+        for ext in ("nbi", "nbc"):
+            for f in folder.glob(f"{stem}.*.{ext}"):
+                try:
+                    f.unlink()
+                    gone.append(f)
+                except OSError:
+                    pass
+    return gone
 
 
 def compile_notice() -> str | None:
@@ -221,11 +293,20 @@ def ensure_compiled(stream=None) -> float:
     # one build at a time per cache (decision 137): a process that finds no kernels builds them
     # under an exclusive lock; any other process (a sweep's next point, a fleet's worker, a test
     # worker) waits for that build to end and then loads it; loads share the lock
-    with _build_lock(exclusive=not _cached()):
+    built = _cached()
+    with _build_lock(exclusive=not built):
+        if not built:       # a build of other sources (an update, an edit) is not loaded: rebuilt
+            dpath, digest = digest_path(), kernel_digest()
+            remove_stale_kernels(_kernel_cache_dirs(), _recorded_digest(dpath), digest)
         note = compile_notice()
         if note:
             print(note, file=stream if stream is not None else sys.stderr, flush=True)
         _warm_up()
+        if not built:
+            try:
+                dpath.write_text(digest + "\n")
+            except OSError:
+                pass        # not recorded: the next process checks and rebuilds again
     _READY = True
     return time.perf_counter() - t0
 

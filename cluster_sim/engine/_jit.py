@@ -1332,7 +1332,7 @@ def _enter_many(S, t, ps):
         _enter(S, t, p)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _enter(S, t, p):
     """``p`` got a copy in tier ``t`` (the policy's ``on_enter(t, p)``, after the residency bits)."""
     pol = S.M[M_POLICY]
