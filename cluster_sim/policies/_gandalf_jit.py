@@ -142,13 +142,12 @@ def h_push(store, kver, kkey, mem, meta, item, key, jr, jon):
             jr.append((float(item), 1.0, kkey[item]))
         else:
             jr.append((float(item), 0.0, 0.0))
-    meta[M_NEXT] += 1
-    v = meta[M_NEXT]
-    if kver[item] == 0:
-        meta[M_LIVE] += 1
-    kver[item] = v
-    kkey[item] = key
-    mem[item] = 1
+    _push_at(_with_room(store, meta), kver, kkey, mem, meta, item, key)
+
+
+@njit(cache=True, inline="always")
+def _with_room(store, meta):
+    """The entry table ``store[0]``, grown first if it is full."""
     E = store[0]
     n = meta[M_LEN]
     if n == E.shape[0]:
@@ -156,6 +155,20 @@ def h_push(store, kver, kkey, mem, meta, item, key, jr, jon):
         E2[:n] = E[:n]
         store[0] = E2
         E = E2
+    return E
+
+
+@njit(cache=True, inline="always")
+def _push_at(E, kver, kkey, mem, meta, item, key):
+    """The push itself (a new version of ``item`` with ``key``) into table ``E``, which has room."""
+    meta[M_NEXT] += 1
+    v = meta[M_NEXT]
+    if kver[item] == 0:
+        meta[M_LIVE] += 1
+    kver[item] = v
+    kkey[item] = key
+    mem[item] = 1
+    n = meta[M_LEN]
     _put(E, n, key, float(item), float(v))
     meta[M_LEN] = n + 1
     _sift_root(E, n)
@@ -873,27 +886,10 @@ def h_push_many(store, kver, kkey, mem, meta, items, keys, n):
     E = store[0]
     Eb = _b(E)
     for i in range(n):
-        item = items[i]
-        key = keys[i]
-        meta[M_NEXT] += 1
-        v = meta[M_NEXT]
-        if kver[item] == 0:
-            meta[M_LIVE] += 1
-        kver[item] = v
-        kkey[item] = key
-        mem[item] = 1
-        ln = meta[M_LEN]
-        if ln == Eb.shape[0]:
-            E2 = np.empty((2 * ln + 16, 3), dtype=np.float64)
-            E2[:ln] = Eb[:ln]
-            store[0] = E2
-            E = E2
+        if meta[M_LEN] == Eb.shape[0]:
+            E = _with_room(store, meta)
             Eb = _b(E)
-        _put(Eb, ln, key, float(item), float(v))
-        meta[M_LEN] = ln + 1
-        _sift_root(Eb, ln)
-        if meta[M_LEN] > 2 * meta[M_LIVE] + _SLACK:
-            _rebuild(Eb, kver, meta)
+        _push_at(Eb, kver, kkey, mem, meta, items[i], keys[i])
     return E.shape[0]
 
 
@@ -947,25 +943,7 @@ def _enter_one(C, S, P, F, HC, HS, tier, now, p):
 @njit(cache=True)
 def _push_one(store, kver, kkey, mem, meta, item, key):
     """h_push_many of one item (no journal, no buffers)."""
-    E = store[0]
-    meta[M_NEXT] += 1
-    v = meta[M_NEXT]
-    if kver[item] == 0:
-        meta[M_LIVE] += 1
-    kver[item] = v
-    kkey[item] = key
-    mem[item] = 1
-    ln = meta[M_LEN]
-    if ln == E.shape[0]:
-        E2 = np.empty((2 * ln + 16, 3), dtype=np.float64)
-        E2[:ln] = E[:ln]
-        store[0] = E2
-        E = E2
-    _put(E, ln, key, float(item), float(v))
-    meta[M_LEN] = ln + 1
-    _sift_root(E, ln)
-    if meta[M_LEN] > 2 * meta[M_LIVE] + _SLACK:
-        _rebuild(E, kver, meta)
+    _push_at(_with_room(store, meta), kver, kkey, mem, meta, item, key)
 
 
 @njit(cache=True)
