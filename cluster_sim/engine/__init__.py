@@ -191,10 +191,14 @@ def kernel_digest(root: Path | None = None, sources=KERNEL_SOURCES) -> str:
 def digest_path() -> Path:
     """Where the digest of the sources of the last build is recorded: beside the build lock, named
     after this package's location (checkouts sharing a ``$NUMBA_CACHE_DIR`` keep theirs apart)."""
+    return build_lock_path().with_name(f"cluster_sim-kernels-{_location_tag()}.sha1")
+
+
+def _location_tag() -> str:
+    """A short name for this package's location (its folder's SHA-1, 12 hex digits)."""
     import hashlib
 
-    tag = hashlib.sha1(str(Path(__file__).resolve()).encode()).hexdigest()[:12]
-    return build_lock_path().with_name(f"cluster_sim-kernels-{tag}.sha1")
+    return hashlib.sha1(str(Path(__file__).resolve()).encode()).hexdigest()[:12]
 
 
 def _recorded_digest(path: Path) -> str | None:
@@ -315,7 +319,6 @@ def build_lock_path():
     """The file whose exclusive lock (``flock``) a process holds while it builds the kernels: in
     ``$NUMBA_CACHE_DIR`` when set, else beside numba's default cache (``__pycache__``), else (not
     writable) in the temporary folder, named after this package's location."""
-    import hashlib
     import os
     import tempfile
 
@@ -327,8 +330,7 @@ def build_lock_path():
             return folder / "cluster_sim-build.lock"
     except OSError:
         pass
-    tag = hashlib.sha1(str(Path(__file__).resolve()).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"cluster_sim-build-{tag}.lock"
+    return Path(tempfile.gettempdir()) / f"cluster_sim-build-{_location_tag()}.lock"
 
 
 @contextlib.contextmanager

@@ -178,15 +178,12 @@ def _push_at(E, kver, kkey, mem, meta, item, key):
 
 @njit(cache=True)
 def h_discard(kver, kkey, mem, meta, item, jr, jon):
-    if kver[item] != 0:
-        if jon:
-            jr.append((float(item), 1.0, kkey[item]))
-        kver[item] = 0
-        meta[M_LIVE] -= 1
-    mem[item] = 0
+    if jon and kver[item] != 0:
+        jr.append((float(item), 1.0, kkey[item]))
+    h_forget(kver, mem, meta, item)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def h_forget(kver, mem, meta, item):
     """h_discard without a journal (no list to allocate: the engine's per-payload on_leave)."""
     if kver[item] != 0:
