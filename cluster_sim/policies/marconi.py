@@ -78,7 +78,9 @@ HBM + DRAM bytes holding FA and STATE, the node's hit, pin, insert and
 checkpoint rules, Marconi eviction scoring every candidate at every step, a leaf
 taking its edge) for each α in {0, 0.1, …, 2.0}, and adopts the α that saves the
 most prefill FLOPs (ties: the smallest α). Tuning runs once, as in the
-reference code.
+reference code. The replays run compiled (:mod:`._marconi_jit`, the same floats as
+:meth:`SingleTierMarconi.run`, which stays the reference) when numba imports and the
+model's FLOP fields are floats.
 """
 from __future__ import annotations
 
@@ -455,7 +457,7 @@ class MarconiPolicy(Policy):
 
     def _tune(self) -> None:
         sim = SingleTierMarconi(self.st, self.model, self.ct, self.tuning_capacity(), self.seen, bug=self.bug)
-        self.tune_savings = [sim.run(a) for a in ALPHA_GRID]
+        self.tune_savings = sim.savings(ALPHA_GRID)
         best = max(range(len(ALPHA_GRID)), key=lambda i: (self.tune_savings[i], -i))
         self.alpha = ALPHA_GRID[best]
         self.tuned_at = len(self.seen)
@@ -793,7 +795,55 @@ class SingleTierMarconi:
         if (leaf or stc) and not was:
             self._set_eff(c)
 
-    # ---- one replay ------------------------------------------------------------
+    # ---- the replays ------------------------------------------------------------
+    def compiled_ok(self) -> bool:
+        """Whether :func:`._marconi_jit.replay` reproduces this model's FLOPs exactly: it does the
+        float operations of ``prefill_flops`` and ``_FlopModel.eff`` in the same order, which are
+        the same only when the model's FLOP fields are Python floats (an int field would keep
+        Python's exact integer arithmetic); and numba must import."""
+        m = self.model
+        if not all(type(getattr(m, f)) is float for f in ("flops_per_token", "linear_mix_flops_per_token",
+                                                           "attn_flops_per_ctx_token", "swa_flops_per_ctx_token")):
+            return False
+        try:
+            import numba  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def savings(self, alphas, engine: str = "auto") -> list[float]:
+        """``[self.run(a) for a in alphas]``: compiled (:mod:`._marconi_jit`) unless ``engine`` is
+        ``"python"`` or :meth:`compiled_ok` says no; the same floats either way."""
+        if engine == "python" or (engine == "auto" and not self.compiled_ok()):
+            return [self.run(a) for a in alphas]
+        return [float(v) for v in self.run_compiled(alphas)[0]]
+
+    def run_compiled(self, alphas):
+        """(saved per α, hit lengths ``hs[i, request]``) by :func:`._marconi_jit.replay`."""
+        from . import _marconi_jit as J
+        m, fm = self.model, self.fm
+        n = len(self.g)
+        lens = np.array([len(p) for p in self.paths], dtype=np.int64)
+        poff = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=poff[1:])
+        pflat = (np.concatenate(self.paths) if self.paths else np.zeros(0)).astype(np.int64)
+        par = self.par.astype(np.int64)
+        order = np.argsort(par, kind="stable").astype(np.int64)
+        ks = np.cumsum(np.bincount(par + 1, minlength=n + 1)).astype(np.int64)
+        P = np.zeros(J.N_P, dtype=np.float64)
+        P[J.P_FPT_LMF] = m.flops_per_token + m.linear_mix_flops_per_token
+        P[J.P_ATTN] = m.attn_flops_per_ctx_token
+        P[J.P_SWA] = m.swa_flops_per_ctx_token
+        P[J.P_KVPT] = fm.kvpt
+        P[J.P_DH] = fm.d_hidden
+        ip = np.array([self.ct, m.swa_window, fm.n_mlp, m.linear_state_bytes, m.swa_kv_bytes_per_token],
+                      dtype=np.int64)
+        mode = {"last": 0, "last_and_branch": 1, "every_chunk": 2}[self.mode]
+        return J.replay(np.asarray(alphas, dtype=np.float64), pflat, poff, np.asarray(self.L, dtype=np.int64),
+                        par, self.dep.astype(np.int64), self.S.astype(np.int64), self.gid2.astype(np.int64),
+                        ks, order, int(self.F), int(self.cap), mode, P, ip, self.has_state, self.bug)
+
+    # ---- one replay (the reference) ----------------------------------------------
     def run(self, alpha: float) -> float:
         n = len(self.g)
         self.alpha = float(alpha)
