@@ -722,6 +722,25 @@ class _Selection:
             self.ef[i] = self.pol.eff(self.ids[i], self.gone)[0]
 
 
+#: seconds numba takes to compile the tuning replay (once per install; measured 7 s on 2 cores)
+TUNE_COMPILE_S = 10
+_announced: list[bool] = []
+
+
+def _announce(module_file: str) -> None:
+    """Once per process: a notice when the tuning replay has not been compiled yet (the compile
+    time is not counted in sim_wall_s: cluster_sim.jit_timing)."""
+    if _announced:
+        return
+    _announced.append(True)
+    import sys
+
+    from ..jit_timing import cached
+    if not cached(module_file, "_marconi_jit.replay-"):
+        print(f"cluster_sim: compiling Marconi's α-tuning replay (numba, once per install, about "
+              f"{TUNE_COMPILE_S} s; not counted in sim_wall_s)", file=sys.stderr)
+
+
 class SingleTierMarconi:
     """A small single-tier model of the policy for α tuning (§5.4).
 
@@ -821,6 +840,7 @@ class SingleTierMarconi:
     def run_compiled(self, alphas):
         """(saved per α, hit lengths ``hs[i, request]``) by :func:`._marconi_jit.replay`."""
         from . import _marconi_jit as J
+        _announce(J.__file__)
         m, fm = self.model, self.fm
         n = len(self.g)
         lens = np.array([len(p) for p in self.paths], dtype=np.int64)
