@@ -69,9 +69,10 @@ def default300():
     return tr, node.st, [(tr.path(i), int(tr.input_tokens[i])) for i in range(tr.n_requests)]
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", ["hybrid", "swa", "dense"])
+@pytest.mark.parametrize("name,mode", [("hybrid", m) for m in MODES] + [("swa", "last_and_branch"),
+                                                                        ("dense", "last_and_branch")])
 def test_compiled_replay_is_the_reference_on_the_default(default300, name, mode):
+    """(a model without STATE places no checkpoints: its mode changes nothing)"""
     tr, st_, reqs = default300
     m = dataclasses.replace(models()[name], state_checkpoints=mode)
     spread = []
