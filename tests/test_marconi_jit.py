@@ -18,6 +18,7 @@ from cluster_sim.config import SimConfig
 from cluster_sim.model import load_model
 from cluster_sim.policies.marconi import ALPHA_GRID, MarconiPolicy, SingleTierMarconi
 
+from conftest import MOONCAKE, needs_mooncake
 from simhelpers import branching_paths, make_node, trace_from_paths
 
 QN = "qwen3_next_80b_a3b"
@@ -139,3 +140,27 @@ def test_int_flop_fields_fall_back_to_the_reference():
     node = make_node(tr, load_model(QN), policy="marconi", dram_bytes=10**9)
     sim = SingleTierMarconi(node.st, m, 256, 10**9, [(tr.path(0), 600)])
     assert not sim.compiled_ok()
+
+
+@needs_mooncake
+@pytest.mark.parametrize("bug", [False, True])
+def test_compiled_replay_is_the_reference_on_mooncake(monkeypatch, bug):
+    """Issue #14's run (Mooncake, 512-token chunks, DRAM 26 GB, SSD 263 GB): the tuning the policy
+    does at request 450 (10,469 chunks replayed), with the compiled and the interpreted replay."""
+    got = []
+    orig = MarconiPolicy._tune
+
+    def tune(self):
+        sim = SingleTierMarconi(self.st, self.model, self.ct, self.tuning_capacity(), self.seen, bug=self.bug)
+        got.append((self.tuned_at, len(self.seen), sim.savings(ALPHA_GRID, "python"), sim.savings(ALPHA_GRID)))
+        orig(self)
+
+    monkeypatch.setattr(MarconiPolicy, "_tune", tune)
+    over = ["workload=mooncake", f"workload.path={MOONCAKE}", "workload.limit_requests=500",
+            "model=qwen3_next_80b_a3b", "cache.chunk_tokens=512", "hardware.dram_bytes=26GB",
+            "hardware.ssd_bytes=263GB", "policy=marconi", f"policy.bug_compatible={str(bug).lower()}"]
+    s = cluster_sim.run(cluster_sim.compose(over), write=False)
+    assert len(got) == 1
+    _, n_seen, ref, comp = got[0]
+    assert n_seen == 450 and comp == ref and len(set(ref)) >= 5
+    assert s.nodes[0]["policy.marconi.alpha_tuned_at_request"] == 450
