@@ -2332,6 +2332,15 @@ def _remove_bits(S, t, p, close):
 
 
 @njit(cache=True)
+def _state_ssd_gone(S, q, close):
+    """The SSD copy of STATE ``q`` left with its FA's last copy (:func:`_remove_bits`' events for it,
+    when no policy hook listens)."""
+    _ssd_leave(S, q)
+    if close:
+        _close_ssd(S, q)
+
+
+@njit(cache=True)
 def _remove_many(S, t, ps, close):
     """Remove the tier-``t`` copies of ``ps`` (as one by one with :func:`_remove`)."""
     if len(ps) == 1:
@@ -2348,11 +2357,47 @@ def _remove_many(S, t, ps, close):
             if (S.res[p] & bit) != 0:
                 was_in[nw] = p
                 nw += 1
-    for p in ps:
-        k = _remove_bits(S, t, p, close)
-        if k and (p & 1) == 0:
-            cs.append(p >> 1)
-            lost.append(k == 2)
+    pol = S.M[M_POLICY]
+    if t == SSD or pol == POLICY_ORACLE or pol == POLICY_WORKLOAD_AWARE or pol == POLICY_GANDALF:
+        for p in ps:
+            k = _remove_bits(S, t, p, close)
+            if k and (p & 1) == 0:
+                cs.append(p >> 1)
+                lost.append(k == 2)
+    else:
+        # no residency hooks and no SSD copy of p leaving: the same steps on the arrays alone (an
+        # inlined helper taking S costs each victim a reference count of every array of S)
+        M, res, sb, depth = S.M, S.res, S.sb, S.depth
+        bit = _bit(t)
+        fab = M[M_FAB]
+        for p in ps:
+            r = res[p]
+            if (r & bit) == 0:
+                continue
+            now = r & ~bit
+            res[p] = now
+            c = p >> 1
+            sz = sb[depth[c]] if p & 1 else fab
+            M[M_USED0 + t] -= sz
+            M[M_LEFT0 + t] += sz
+            M[M_LEFTN0 + t] += 1
+            if p & 1:
+                continue
+            cs.append(c)
+            lost.append(now == 0)
+            if now == 0:
+                q = p | 1
+                sr = res[q]
+                if sr != 0:
+                    qs = sb[depth[c]]
+                    for tt in range(3):
+                        if (sr & _bit(tt)) != 0:
+                            M[M_USED0 + tt] -= qs
+                            M[M_LEFT0 + tt] += qs
+                            M[M_LEFTN0 + tt] += 1
+                    res[q] = 0
+                    if (sr & 4) != 0:
+                        _state_ssd_gone(S, q, close)
     if len(cs):
         _batch_anc(S, t, cs, lost, np.int64(-1))
         if S.M[M_POLICY] == POLICY_ORACLE:
