@@ -222,9 +222,14 @@ def _bit(t):
 
 @njit(cache=True, inline="always")
 def _psize(S, p):
+    return _psize_a(S.M, S.sb, S.depth, p)
+
+
+@njit(cache=True, inline="always")
+def _psize_a(M, sb, depth, p):
     if p & 1:
-        return S.sb[S.depth[p >> 1]]          # a STATE's bytes depend on its position only
-    return S.M[M_FAB]
+        return sb[depth[p >> 1]]          # a STATE's bytes depend on its position only
+    return M[M_FAB]
 
 
 # ---------------------------------------------------------------------------- touch log
@@ -329,12 +334,18 @@ def _heap_push(S, t, s, p):
 
 @njit(cache=True, inline="always")
 def _heap_pop(S, t):
-    o = S.hoff[t]
-    hs, hp = S.heap_s, S.heap_p
+    return _heap_pop_a(S.heap_s, S.heap_p, S.hn, S.hoff[t], t)
+
+
+@njit(cache=True, inline="always")
+def _heap_pop_a(hs, hp, hn, o, t):
+    """:func:`_heap_pop` on the heap's arrays (``o``: tier ``t``'s offset): the hot loops pass
+    arrays, not the state (an inlined helper taking the state costs a reference count of each
+    of its arrays per call where numba cannot prune them)."""
     s0 = hs[o]
     p0 = hp[o]
-    n = S.hn[t] - 1
-    S.hn[t] = n
+    n = hn[t] - 1
+    hn[t] = n
     if n > 0:
         s = hs[o + n]
         p = hp[o + n]
@@ -370,13 +381,17 @@ def _pop(S, t):
     until pushed back."""
     if t != HBM and S.M[M_KEYED] != 0:
         return _kpop(S, t)
+    return _pop_log(S.M[M_LOGN], S.stamp, S.res, S.log_p, S.log_s, S.wpos, S.wfront, S.hn, S.hoff[t],
+                    S.heap_s, S.heap_p, t)
+
+
+@njit(cache=True, inline="always")
+def _pop_log(n, stamp, res, lp, ls, wpos, wfront, hn, o, heap_s, heap_p, t):
+    """:func:`_pop` of an unkeyed tier on the arrays (``n``: the touch log's length, ``o``: the
+    tier's heap offset)."""
     bit = _bit(t)
-    stamp, res = S.stamp, S.res
-    lp, ls = S.log_p, S.log_s
-    n = S.M[M_LOGN]
-    o = S.hoff[t]
     while True:
-        i = S.wpos[t]
+        i = wpos[t]
         s = -1
         p = -1
         while i < n:
@@ -385,17 +400,17 @@ def _pop(S, t):
             if stamp[p] == s and (res[p] & bit) != 0:
                 break
             i += 1
-            S.wfront[t] = s
+            wfront[t] = s
             s = -1
-        S.wpos[t] = i
-        if S.hn[t] > 0 and (s < 0 or S.heap_s[o] < s):
-            hs, hp = _heap_pop(S, t)
+        wpos[t] = i
+        if hn[t] > 0 and (s < 0 or heap_s[o] < s):
+            hs, hp = _heap_pop_a(heap_s, heap_p, hn, o, t)
             if stamp[hp] == hs and (res[hp] & bit) != 0:
                 return hs, hp
             continue
         if s >= 0:
-            S.wpos[t] = i + 1
-            S.wfront[t] = s
+            wpos[t] = i + 1
+            wfront[t] = s
             return s, p
         return -1, -1
 
@@ -2173,17 +2188,22 @@ def _close_ssd(S, p):
 
 @njit(cache=True, inline="always")
 def _count_ssd_write(S, p):
-    counting = S.M[M_COUNTING] != 0
-    S.flags[p] = F_ADM if counting else 0
+    _count_ssd_write_a(S.M, S.K, S.flags, S.sb, S.depth, p)
+
+
+@njit(cache=True, inline="always")
+def _count_ssd_write_a(M, K, flags, sb, depth, p):
+    counting = M[M_COUNTING] != 0
+    flags[p] = F_ADM if counting else 0
     if counting:
-        sz = _psize(S, p)
-        S.M[M_WR] += sz
+        sz = _psize_a(M, sb, depth, p)
+        M[M_WR] += sz
         if p & 1:
-            S.K[K_WR_STATE] += sz
-            S.K[K_ADM_STATE] += 1
+            K[K_WR_STATE] += sz
+            K[K_ADM_STATE] += 1
         else:
-            S.K[K_WR_FA] += sz
-            S.K[K_ADM_FA] += 1
+            K[K_WR_FA] += sz
+            K[K_ADM_FA] += 1
 
 
 @njit(cache=True, inline="always")
@@ -2369,7 +2389,6 @@ def _remove_many(S, t, ps, close):
         # inlined helper taking S costs each victim a reference count of every array of S)
         M, res, sb, depth = S.M, S.res, S.sb, S.depth
         bit = _bit(t)
-        fab = M[M_FAB]
         for p in ps:
             r = res[p]
             if (r & bit) == 0:
@@ -2377,7 +2396,7 @@ def _remove_many(S, t, ps, close):
             now = r & ~bit
             res[p] = now
             c = p >> 1
-            sz = sb[depth[c]] if p & 1 else fab
+            sz = _psize_a(M, sb, depth, p)
             M[M_USED0 + t] -= sz
             M[M_LEFT0 + t] += sz
             M[M_LEFTN0 + t] += 1
@@ -2389,7 +2408,7 @@ def _remove_many(S, t, ps, close):
                 q = p | 1
                 sr = res[q]
                 if sr != 0:
-                    qs = sb[depth[c]]
+                    qs = _psize_a(M, sb, depth, q)
                     for tt in range(3):
                         if (sr & _bit(tt)) != 0:
                             M[M_USED0 + tt] -= qs
@@ -2418,27 +2437,37 @@ def _add_many(S, t, ps):
     bit = _bit(t)
     cs = [np.int64(0) for _ in range(0)]
     born = [False for _ in range(0)]
+    M, res, sb, depth = S.M, S.res, S.sb, S.depth
     for p in ps:
-        was = S.res[p]
-        S.res[p] = was | bit
-        S.M[M_USED0 + t] += _psize(S, p)
+        was = res[p]
+        res[p] = was | bit
+        M[M_USED0 + t] += _psize_a(M, sb, depth, p)
         if (p & 1) == 0:
             cs.append(p >> 1)
             born.append(was == 0)
     if len(cs):
         _batch_anc(S, t, cs, born, np.int64(1))
-    for p in ps:
-        _note_enter(S, t, p)
+    stamp, wfront = S.stamp, S.wfront
+    for p in ps:        # _note_enter, the state passed only to push
+        s = stamp[p]
+        if 0 <= s <= wfront[t]:
+            _heap_push(S, t, s, p)
     if S.M[M_POLICY] != POLICY_LRU:
         _enter_many(S, t, ps)
 
 
 @njit(cache=True, inline="always")
 def _nearest_in_tier(S, c, bit):
-    a = S.anchor[c]
-    for i in range(a + S.depth[c] - 2, a - 1, -1):
-        y = S.flat[i]
-        if (S.res[2 * y] & bit) != 0:
+    return _nearest_in_tier_a(S.res, S.anchor, S.depth, S.flat, c, bit)
+
+
+@njit(cache=True, inline="always")
+def _nearest_in_tier_a(res, anchor, depth, flat, c, bit):
+    """The nearest strict ancestor of chunk ``c`` whose FA is in the tier of ``bit`` (-1: none)."""
+    a = anchor[c]
+    for i in range(a + depth[c] - 2, a - 1, -1):
+        y = flat[i]
+        if (res[2 * y] & bit) != 0:
             return y
     return -1
 
@@ -2499,6 +2528,10 @@ def _walk(S, t, need, action, out, acts):
     res, pin, dcnt, dany, flags = S.res, S.pin, S.dcnt, S.dany, S.flags
     cred, cred_any, parent, PX = S.cred, S.cred_any, S.parent, S.PX
     ow = S.M[M_O_W]           # wkey[c] = PX[ow + c]: the key of chunk c's FA waiting for descendants (-1: none)
+    keyed = t != HBM and S.M[M_KEYED] != 0
+    stamp, log_p, log_s, wpos, wfront, hn = S.stamp, S.log_p, S.log_s, S.wpos, S.wfront, S.hn
+    heap_s, heap_p, anchor, depth, flat, M = S.heap_s, S.heap_p, S.anchor, S.depth, S.flat, S.M
+    ho = S.hoff[t]
     skip_s = [np.int64(0) for _ in range(0)]
     skip_p = [np.int64(0) for _ in range(0)]
     take_s = [np.int64(0) for _ in range(0)]
@@ -2520,7 +2553,10 @@ def _walk(S, t, need, action, out, acts):
             s = np.int64(-1)
             p = np.int64(-1)
             if phase == 0:
-                s, p = _pop(S, t)
+                if keyed:
+                    s, p = _kpop(S, t)
+                else:
+                    s, p = _pop_log(M[M_LOGN], stamp, res, log_p, log_s, wpos, wfront, hn, ho, heap_s, heap_p, t)
                 if p < 0:
                     if not gated:
                         break
@@ -2589,7 +2625,7 @@ def _walk(S, t, need, action, out, acts):
             par = parent[c]
             if par >= 0:
                 # credit the nearest ancestor in the tier with this chunk's whole tier-subtree
-                y = par if (res[2 * par] & bit) != 0 else _nearest_in_tier(S, c, bit)
+                y = par if (res[2 * par] & bit) != 0 else _nearest_in_tier_a(res, anchor, depth, flat, c, bit)
                 if y >= 0:
                     if cred[y] == 0:
                         credited.append(y)
@@ -2660,9 +2696,10 @@ def _move_down(S, vict, t, dest, isnew):
         nw = (S.res[p] & dbit) == 0
         isnew.append(nw)
     if dest == SSD:
+        M, K, flags, sb, depth = S.M, S.K, S.flags, S.sb, S.depth
         for i in range(len(vict)):
             if isnew[i]:
-                _count_ssd_write(S, vict[i])
+                _count_ssd_write_a(M, K, flags, sb, depth, vict[i])
     new = [np.int64(0) for _ in range(0)]
     for i in range(len(vict)):
         if isnew[i]:
