@@ -175,6 +175,26 @@ def _remove_fa(c, I, cand, V, par, F):
 
 
 @njit(cache=True)
+def _minmax(x, K):
+    """``marconi._minmax`` of ``x[:K]`` in place: ``(v - lo) / (hi - lo)``, every value 1 if all are equal."""
+    lo = x[0]
+    hi = x[0]
+    for i in range(1, K):
+        v = x[i]
+        if v < lo:
+            lo = v
+        if v > hi:
+            hi = v
+    if hi == lo:
+        for i in range(K):
+            x[i] = 1.0
+    else:
+        den = hi - lo
+        for i in range(K):
+            x[i] = (x[i] - lo) / den
+
+
+@njit(cache=True)
 def _evict_one(seq, alpha, I, EF, cand, V, par, dep, S, gid2, ks, ko, stack, F, P, ip, has_state, bug,
                xs, xk, xt, xe, xr):
     """One Marconi eviction (``SingleTierMarconi._evict_one``): bytes credited, or -1 for None."""
@@ -205,38 +225,11 @@ def _evict_one(seq, alpha, I, EF, cand, V, par, dep, S, gid2, ks, ko, stack, F, 
     clock = V[CLOCK]
     for i in range(K):
         xr[i] = 1.0 / float(clock - xt[i])
-    # min-max of the recency
-    lo = xr[0]
-    hi = xr[0]
-    for i in range(1, K):
-        v = xr[i]
-        if v < lo:
-            lo = v
-        if v > hi:
-            hi = v
-    if hi == lo:
-        for i in range(K):
-            xr[i] = 1.0
-    else:
-        den = hi - lo
-        for i in range(K):
-            xr[i] = (xr[i] - lo) / den
+    _minmax(xr, K)
     if alpha:
-        lo = xe[0]
-        hi = xe[0]
-        for i in range(1, K):
-            v = xe[i]
-            if v < lo:
-                lo = v
-            if v > hi:
-                hi = v
-        if hi == lo:
-            for i in range(K):
-                xr[i] = xr[i] + alpha * 1.0
-        else:
-            den = hi - lo
-            for i in range(K):
-                xr[i] = xr[i] + alpha * ((xe[i] - lo) / den)
+        _minmax(xe, K)
+        for i in range(K):
+            xr[i] = xr[i] + alpha * xe[i]
     best = 0
     for i in range(1, K):
         si = xr[i]
