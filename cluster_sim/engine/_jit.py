@@ -314,12 +314,16 @@ def _heap_compact(S, t):
 def _heap_push(S, t, s, p):
     """Push (key ``s``, payload ``p``) on tier ``t``'s heap, ordered by (key, payload): lru's keys
     (stamps) are unique, lru_k's ties are broken by the payload as its heap of tuples breaks them."""
-    if S.hn[t] == S.hcap[t]:   # room is made before each request (replay): never in the hot path
+    _heap_push_a(S.heap_s, S.heap_p, S.hn, S.hcap, S.hoff[t], t, s, p)
+
+
+@njit(cache=True, inline="always")
+def _heap_push_a(hs, hp, hn, hcap, o, t, s, p):
+    """:func:`_heap_push` on the heap's arrays (``o``: heap ``t``'s offset; see :func:`_heap_pop_a`)."""
+    if hn[t] == hcap[t]:   # room is made before each request (replay): never in the hot path
         raise RuntimeError("cluster_sim engine: candidate heap full")
-    o = S.hoff[t]
-    hs, hp = S.heap_s, S.heap_p
-    i = S.hn[t]
-    S.hn[t] = i + 1
+    i = hn[t]
+    hn[t] = i + 1
     while i > 0:
         par = (i - 1) >> 1
         a = hs[o + par]
@@ -651,17 +655,24 @@ def _chain_credit(S, t, c, bit, drop_last, credited, credited_any):
     whole resident subtree when its last copy goes (prefix closure), and its nearest ancestor in the
     tier with its whole tier-subtree (leaf-first); ``Tentative.choose``. Returns that ancestor (-1:
     none). The credited chunks are listed once each, to be cleared by :func:`_clear_credits`."""
-    cred, cred_any = S.cred, S.cred_any
-    par = S.parent[c]
+    return _chain_credit_a(S.res, S.parent, S.anchor, S.depth, S.flat, S.dcnt, S.dany, S.cred, S.cred_any, t, c,
+                           bit, drop_last, credited, credited_any)
+
+
+@njit(cache=True, inline="always")
+def _chain_credit_a(res, parent, anchor, depth, flat, dcnt, dany, cred, cred_any, t, c, bit, drop_last, credited,
+                    credited_any):
+    """:func:`_chain_credit` on the arrays (see :func:`_heap_pop_a`)."""
+    par = parent[c]
     if drop_last:
         if cred_any[par] == 0:
             credited_any.append(par)
-        cred_any[par] += 1 + S.dany[c]
-    y = par if (S.res[2 * par] & bit) != 0 else _nearest_in_tier(S, c, bit)
+        cred_any[par] += 1 + dany[c]
+    y = par if (res[2 * par] & bit) != 0 else _nearest_in_tier_a(res, anchor, depth, flat, c, bit)
     if y >= 0:
         if cred[y] == 0:
             credited.append(y)
-        cred[y] += 1 + S.dcnt[t, c]
+        cred[y] += 1 + dcnt[t, c]
     return y
 
 
@@ -1052,34 +1063,32 @@ def _wa_slot(S, t, p):
 @njit(cache=True, inline="always")
 def _wa_push(S, t, w, p, key):
     """``queues[t][w].push(p, key, p)`` with ``qcat[t][p] = w``."""
-    i = _wa_slot(S, t, p)
-    S.PX[S.M[M_O_WQ] + i] = w
-    S.PX[S.M[M_O_WK] + i] = key
-    _heap_push(S, _wa_heap(t, w), key, p)
-
-
-@njit(cache=True)
-def _wa_top(S, t, w):
-    """``queues[t][w].peek()``: its least valid entry (key, payload), or (-1, -1)."""
-    h = _wa_heap(t, w)
-    o = S.hoff[h]
     i0 = (t - 1) * len(S.res)
-    oq = S.M[M_O_WQ] + i0
-    ok = S.M[M_O_WK] + i0
-    while S.hn[h] > 0:
-        s = S.heap_s[o]
-        p = S.heap_p[o]
-        if S.PX[oq + p] == w and S.PX[ok + p] == s:
-            return s, p
-        _heap_pop(S, h)
-    return np.int64(-1), np.int64(-1)
+    _wa_push_a(S.heap_s, S.heap_p, S.hn, S.hcap, S.hoff, S.PX, S.M[M_O_WQ] + i0, S.M[M_O_WK] + i0, t, w, p, key)
 
 
 @njit(cache=True, inline="always")
-def _wa_take(S, t, w, p):
-    """The top entry of ``queues[t][w]`` (valid, payload ``p``) leaves the queue (``pop``)."""
-    _heap_pop(S, _wa_heap(t, w))
-    S.PX[S.M[M_O_WK] + _wa_slot(S, t, p)] = -1
+def _wa_push_a(hs, hp, hn, hcap, hoff, PX, oq, ok, t, w, p, key):
+    """:func:`_wa_push` on the arrays (``oq`` / ``ok``: tier ``t``'s part of segments WQ / WK)."""
+    PX[oq + p] = w
+    PX[ok + p] = key
+    h = _wa_heap(t, w)
+    _heap_push_a(hs, hp, hn, hcap, hoff[h], h, key, p)
+
+
+@njit(cache=True, inline="always")
+def _wa_top_a(hs, hp, hn, hoff, PX, oq, ok, t, w):
+    """``queues[t][w].peek()``: its least valid entry (key, payload), or (-1, -1); stale entries on
+    top are popped."""
+    h = _wa_heap(t, w)
+    o = hoff[h]
+    while hn[h] > 0:
+        s = hs[o]
+        p = hp[o]
+        if PX[oq + p] == w and PX[ok + p] == s:
+            return s, p
+        _heap_pop_a(hs, hp, hn, o, h)
+    return np.int64(-1), np.int64(-1)
 
 
 @njit(cache=True)
@@ -1151,10 +1160,9 @@ def _wa_access(S, path, r, q):
 
 
 @njit(cache=True, inline="always")
-def _wa_score(S, p, w, now):
-    """``WorkloadAwarePolicy.score`` (the reference's arithmetic, in its order)."""
-    FX = S.FX
-    f = S.M[M_WA_FIT] + 4 * w
+def _wa_score_a(FX, f, p, now):
+    """``WorkloadAwarePolicy.score`` (the reference's arithmetic, in its order; ``f``: the fit of the
+    payload's category in FX)."""
     d = now - FX[FXW_LT + p]
     if d > FX[f + 2]:
         return 0.0
@@ -1162,23 +1170,24 @@ def _wa_score(S, p, w, now):
     return FX[f] * math.exp(-FX[f + 1] * x) * FX[f + 3]
 
 
-@njit(cache=True)
-def _wa_may_leave(S, t, p, action_drop, seq, bit):
+@njit(cache=True, inline="always")
+def _wa_may_leave_a(pin, flags, dcnt, cred, res, dany, cred_any, PX, og, t, p, action_drop, seq, bit):
     """``select_victims``' ``may_leave``: not pinned nor chosen; an FA copy a tentative leaf of the
-    tier and, when its last copy would go, without resident descendants, pinned STATE or guard."""
-    if S.pin[p] == seq or (S.flags[p] & F_WCH) != 0:
+    tier and, when its last copy would go, without resident descendants, pinned STATE or guard
+    (``og``: segment G, the request's guard)."""
+    if pin[p] == seq or (flags[p] & F_WCH) != 0:
         return False
     if (p & 1) == 0:
         c = p >> 1
-        d = S.dcnt[t, c]
-        if d != 0 and d != S.cred[c]:
+        d = dcnt[t, c]
+        if d != 0 and d != cred[c]:
             return False
-        if action_drop and S.res[p] == bit:
-            da = S.dany[c]
-            if da != 0 and da != S.cred_any[c]:
+        if action_drop and res[p] == bit:
+            da = dany[c]
+            if da != 0 and da != cred_any[c]:
                 return False
             q = p | 1
-            if (S.res[q] != 0 and S.pin[q] == seq) or S.PX[S.M[M_O_G] + c] == seq:
+            if (res[q] != 0 and pin[q] == seq) or PX[og + c] == seq:
                 return False
     return True
 
@@ -1201,6 +1210,14 @@ def _wa_walk(S, t, need, out, acts):
     theta_on = M[M_WA_THETA] != 0
     theta = S.FX[FXW_THETA]
     res, flags, parent, depth, stamp = S.res, S.flags, S.parent, S.depth, S.stamp
+    # the state's arrays bound once: no helper taking S in the loop (decision 141)
+    hs_, hp_, hn, hcap, hoff, PX, FX = S.heap_s, S.heap_p, S.hn, S.hcap, S.hoff, S.PX, S.FX
+    pin, dcnt, dany, cred, cred_any, anchor, flat, sb = S.pin, S.dcnt, S.dany, S.cred, S.cred_any, S.anchor, S.flat, S.sb
+    i0 = (t - 1) * len(res)
+    oq = M[M_O_WQ] + i0
+    ok_ = M[M_O_WK] + i0
+    og = M[M_O_G]
+    fit = M[M_WA_FIT]
     hst = np.zeros(ncat, dtype=np.int64)          # heads: 0 not computed, 1 none, 2 (hsc, hdep, hkey, hp)
     hsc = np.zeros(ncat, dtype=np.float64)
     hdep = np.zeros(ncat, dtype=np.int64)
@@ -1222,22 +1239,25 @@ def _wa_walk(S, t, need, out, acts):
             if hst[w] == 0:
                 hst[w] = 1
                 while True:
-                    s, p = _wa_top(S, t, w)
+                    s, p = _wa_top_a(hs_, hp_, hn, hoff, PX, oq, ok_, t, w)
                     if p < 0:
                         break
+                    h = _wa_heap(t, w)
                     if stamp[p] != s:                 # touched since: re-key (stamps only grow)
-                        _heap_pop(S, _wa_heap(t, w))
-                        _wa_push(S, t, w, p, stamp[p])
+                        _heap_pop_a(hs_, hp_, hn, hoff[h], h)
+                        _wa_push_a(hs_, hp_, hn, hcap, hoff, PX, oq, ok_, t, w, p, stamp[p])
                         K[PK_WA_REQUEUED] += 1
                         continue
-                    if not _wa_may_leave(S, t, p, not demote_ok, seq, bit):
-                        _wa_take(S, t, w, p)
+                    if not _wa_may_leave_a(pin, flags, dcnt, cred, res, dany, cred_any, PX, og, t, p,
+                                           not demote_ok, seq, bit):
+                        _heap_pop_a(hs_, hp_, hn, hoff[h], h)     # _wa_take
+                        PX[ok_ + p] = -1
                         flags[p] |= F_WSK
                         sk_w.append(w)
                         sk_s.append(s)
                         sk_p.append(p)
                         continue
-                    hsc[w] = _wa_score(S, p, w, now)
+                    hsc[w] = _wa_score_a(FX, fit + 4 * w, p, now)
                     K[PK_WA_SCORED] += 1
                     hdep[w] = -depth[p >> 1]
                     hkey[w] = s
@@ -1265,46 +1285,53 @@ def _wa_walk(S, t, need, out, acts):
         s = hkey[w]
         p = hp[w]
         sc = hsc[w]
-        _wa_take(S, t, w, p)
+        h = _wa_heap(t, w)
+        _heap_pop_a(hs_, hp_, hn, hoff[h], h)                 # _wa_take
+        PX[ok_ + p] = -1
         held_w.append(w)
         held_s.append(s)
         hst[w] = 0
         if not demote_ok:
             a = DROP
-        elif theta_on and sc <= theta and _wa_may_leave(S, t, p, np.bool_(True), seq, bit):
+        elif theta_on and sc <= theta and _wa_may_leave_a(pin, flags, dcnt, cred, res, dany, cred_any, PX, og, t,
+                                                          p, np.bool_(True), seq, bit):
             a = DROP
         else:
             a = DEMOTE
         if (p & 1) == 0:
             c = p >> 1
             if parent[c] >= 0:
-                y = _chain_credit(S, t, c, bit, (a == DROP or t == SSD) and res[p] == bit, credited, credited_any)
+                y = _chain_credit_a(res, parent, anchor, depth, flat, dcnt, dany, cred, cred_any, t, c, bit,
+                                    (a == DROP or t == SSD) and res[p] == bit, credited, credited_any)
                 if y >= 0:
                     f = 2 * y
                     if (flags[f] & F_WSK) != 0:       # skipped: reconsidered now that it may be a leaf
                         flags[f] &= ~np.uint8(F_WSK)
                         for i in range(len(sk_p) - 1, -1, -1):
                             if sk_p[i] == f:
-                                _wa_push(S, t, sk_w[i], f, sk_s[i])
+                                _wa_push_a(hs_, hp_, hn, hcap, hoff, PX, oq, ok_, t, sk_w[i], f, sk_s[i])
                                 hst[sk_w[i]] = 0
                                 break
         flags[p] |= F_WCH
         out.append(p)
         acts.append(a)
-        freed += _psize(S, p)
+        freed += _psize_a(M, sb, depth, p)
         if sc == 0.0:
             K[PK_WA_DEAD] += 1
-    _clear_credits(S, credited, credited_any)
+    for x in credited:
+        cred[x] = 0
+    for x in credited_any:
+        cred_any[x] = 0
     for i in range(len(sk_p) - 1, -1, -1):            # the latest skip of each payload still skipped
         x = sk_p[i]
         if (flags[x] & F_WSK) != 0:
             flags[x] &= ~np.uint8(F_WSK)
-            _wa_push(S, t, sk_w[i], x, sk_s[i])
+            _wa_push_a(hs_, hp_, hn, hcap, hoff, PX, oq, ok_, t, sk_w[i], x, sk_s[i])
     for i in range(start, len(out)):
         flags[out[i]] &= ~np.uint8(F_WCH)
     if not ok:
         for i in range(len(held_w)):
-            _wa_push(S, t, held_w[i], out[start + i], held_s[i])
+            _wa_push_a(hs_, hp_, hn, hcap, hoff, PX, oq, ok_, t, held_w[i], out[start + i], held_s[i])
         while len(out) > start:
             out.pop()
             acts.pop()
@@ -1342,6 +1369,23 @@ def _enter_many(S, t, ps):
         return
     if S.M[M_POLICY] == POLICY_GANDALF:
         _gd_enter_many(S, t, ps)
+        return
+    if S.M[M_POLICY] == POLICY_WORKLOAD_AWARE:
+        if t == HBM:
+            return
+        # _wa_enter of each, on the arrays (decision 141)
+        M, PX, stamp = S.M, S.PX, S.stamp
+        oa = M[M_O_A]
+        cat = M[M_WA_CAT]
+        i0 = (t - 1) * len(S.res)
+        oq, ok = M[M_O_WQ] + i0, M[M_O_WK] + i0
+        hs, hp, hn, hcap, hoff = S.heap_s, S.heap_p, S.hn, S.hcap, S.hoff
+        for p in ps:
+            w = PX[oa + p]
+            if w < 0:
+                w = cat
+                PX[oa + p] = w
+            _wa_push_a(hs, hp, hn, hcap, hoff, PX, oq, ok, t, w, p, stamp[p])
         return
     for p in ps:
         _enter(S, t, p)
@@ -2308,56 +2352,43 @@ def _batch_anc(S, t, cs, born, sign):
                 cred[y] = 0
 
 
-@njit(cache=True, inline="always")
-def _remove_bits(S, t, p, close):
-    """:func:`_remove` without the ancestor counts: returns 0 (not in ``t``), 1 (removed; an FA
-    keeps another copy or ``p`` is a STATE) or 2 (an FA's last copy, its STATE gone too)."""
-    bit = _bit(t)
-    r = S.res[p]
-    if (r & bit) == 0:
-        return 0
-    now = r & ~bit
-    S.res[p] = now
-    sz = _psize(S, p)
-    S.M[M_USED0 + t] -= sz
-    S.M[M_LEFT0 + t] += sz
-    S.M[M_LEFTN0 + t] += 1
-    oracle = S.M[M_POLICY] == POLICY_ORACLE
-    hooks = oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE or S.M[M_POLICY] == POLICY_GANDALF
-    if hooks:
-        _leave(S, t, p)
-    if t == SSD:
-        _ssd_leave(S, p)
-        if close:
-            _close_ssd(S, p)
-    if (p & 1) == 0 and now == 0:
-        q = p | 1
-        sr = S.res[q]
-        if sr != 0:
-            qs = _psize(S, q)
-            for tt in range(3):
-                if (sr & _bit(tt)) != 0:
-                    S.M[M_USED0 + tt] -= qs
-                    S.M[M_LEFT0 + tt] += qs
-                    S.M[M_LEFTN0 + tt] += 1
-                    if hooks:
-                        _leave(S, tt, q)
-                    if tt == SSD:
-                        _ssd_leave(S, q)
-                        if close:
-                            _close_ssd(S, q)
-            S.res[q] = 0
-        return 2
-    return 1
-
-
 @njit(cache=True)
-def _state_ssd_gone(S, q, close):
-    """The SSD copy of STATE ``q`` left with its FA's last copy (:func:`_remove_bits`' events for it,
-    when no policy hook listens)."""
-    _ssd_leave(S, q)
-    if close:
-        _close_ssd(S, q)
+def _leave_events(S, ev, hooks, close):
+    """The copies a batch removal (:func:`_remove_many`) took out, in its order, each event
+    ``4 * payload + tier``: the policy's ``on_leave`` (``hooks``: the policies keeping queues of their
+    own; never for HBM), then, for an SSD copy, oracle_admission's log and the admission-hit close
+    (:func:`_remove`'s events, in the same order)."""
+    M, PX = S.M, S.PX
+    pol = M[M_POLICY]
+    wa = hooks and pol == POLICY_WORKLOAD_AWARE
+    gd = hooks and pol == POLICY_GANDALF
+    nres = len(S.res)
+    oq, ok = M[M_O_WQ], M[M_O_WK]
+    ckv, cmem, cmeta = PX[:0], PX[:0], PX[:0]
+    skv, smem, smeta = PX[:0], PX[:0], PX[:0]
+    if gd:
+        ckv, cmem, cmeta = _gi(S, GI_CKV), _gi(S, GI_CMEM), _gi(S, GI_CMETA)
+        skv, smem, smeta = _gi(S, GI_SKV), _gi(S, GI_SMEM), _gi(S, GI_SMETA)
+    for e in ev:
+        p = e >> 2
+        t = e & 3
+        if hooks:
+            if wa:                                   # _wa_leave
+                i = (t - 1) * nres + p
+                PX[oq + i] = -1
+                PX[ok + i] = -1
+            elif gd:                                 # _gd_leave
+                if t == DRAM:
+                    if cmem[p]:
+                        GJ.h_forget(ckv, cmem, cmeta, p)
+                elif smem[p]:
+                    GJ.h_forget(skv, smem, smeta, p)
+            else:
+                _or_leave(S, t, p)
+        if t == SSD:
+            _ssd_leave(S, p)
+            if close:
+                _close_ssd(S, p)
 
 
 @njit(cache=True)
@@ -2378,45 +2409,49 @@ def _remove_many(S, t, ps, close):
                 was_in[nw] = p
                 nw += 1
     pol = S.M[M_POLICY]
-    if t == SSD or pol == POLICY_ORACLE or pol == POLICY_WORKLOAD_AWARE or pol == POLICY_GANDALF:
-        for p in ps:
-            k = _remove_bits(S, t, p, close)
-            if k and (p & 1) == 0:
-                cs.append(p >> 1)
-                lost.append(k == 2)
-    else:
-        # no residency hooks and no SSD copy of p leaving: the same steps on the arrays alone (an
-        # inlined helper taking S costs each victim a reference count of every array of S)
-        M, res, sb, depth = S.M, S.res, S.sb, S.depth
-        bit = _bit(t)
-        for p in ps:
-            r = res[p]
-            if (r & bit) == 0:
-                continue
-            now = r & ~bit
-            res[p] = now
-            c = p >> 1
-            sz = _psize_a(M, sb, depth, p)
-            M[M_USED0 + t] -= sz
-            M[M_LEFT0 + t] += sz
-            M[M_LEFTN0 + t] += 1
-            if p & 1:
-                continue
-            cs.append(c)
-            lost.append(now == 0)
-            if now == 0:
-                q = p | 1
-                sr = res[q]
-                if sr != 0:
-                    qs = _psize_a(M, sb, depth, q)
-                    for tt in range(3):
-                        if (sr & _bit(tt)) != 0:
-                            M[M_USED0 + tt] -= qs
-                            M[M_LEFT0 + tt] += qs
-                            M[M_LEFTN0 + tt] += 1
-                    res[q] = 0
-                    if (sr & 4) != 0:
-                        _state_ssd_gone(S, q, close)
+    hooks = pol == POLICY_ORACLE or pol == POLICY_WORKLOAD_AWARE or pol == POLICY_GANDALF
+    # the steps on the arrays alone (an inlined helper taking S costs each victim a reference count
+    # of every array of S); the copies that left a tier, in order, as events 4 * payload + tier for
+    # the policy's on_leave and the SSD's close, handed to _leave_events after the loop (neither
+    # reads what the loop writes, nor the loop what they write)
+    M, res, sb, depth = S.M, S.res, S.sb, S.depth
+    bit = _bit(t)
+    ev = np.empty(4 * len(ps), dtype=np.int64)
+    ne = 0
+    for p in ps:
+        r = res[p]
+        if (r & bit) == 0:
+            continue
+        now = r & ~bit
+        res[p] = now
+        c = p >> 1
+        sz = _psize_a(M, sb, depth, p)
+        M[M_USED0 + t] -= sz
+        M[M_LEFT0 + t] += sz
+        M[M_LEFTN0 + t] += 1
+        if t == SSD or (hooks and t != HBM):
+            ev[ne] = 4 * p + t
+            ne += 1
+        if p & 1:
+            continue
+        cs.append(c)
+        lost.append(now == 0)
+        if now == 0:
+            q = p | 1
+            sr = res[q]
+            if sr != 0:
+                qs = _psize_a(M, sb, depth, q)
+                for tt in range(3):
+                    if (sr & _bit(tt)) != 0:
+                        M[M_USED0 + tt] -= qs
+                        M[M_LEFT0 + tt] += qs
+                        M[M_LEFTN0 + tt] += 1
+                        if tt == SSD or (hooks and tt != HBM):
+                            ev[ne] = 4 * q + tt
+                            ne += 1
+                res[q] = 0
+    if ne:
+        _leave_events(S, ev[:ne], hooks, close)
     if len(cs):
         _batch_anc(S, t, cs, lost, np.int64(-1))
         if S.M[M_POLICY] == POLICY_ORACLE:
