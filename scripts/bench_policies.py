@@ -15,6 +15,13 @@ exists.
 chunks, DRAM 26 GB, SSD 263 GB, the hardware's HBM) for ``--policies`` (``all``: every policy):
 
     python scripts/bench_policies.py --issue-run --policies all --repeat 3
+
+``--study-points`` times points of the paper's study (conf/experiment/paper_points) once each on
+its main whole-WEKA setting (``experiment=paper_weka``: Poisson arrivals, Kimi Linear, 512-token
+chunks, DRAM 1% and SSD 10% of the working set, the whole trace), the trace loaded once, and
+prints each point's ``sim_wall_s`` and their sum (what the study's points cost, before Ray's):
+
+    python scripts/bench_policies.py --study-points lru g1 gp1 mar0 oadm
 """
 from __future__ import annotations
 
@@ -62,7 +69,11 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--weka-until-s", type=float, default=600.0)
     ap.add_argument("--issue-run", action="store_true", help="only issue #14's whole-Mooncake run")
+    ap.add_argument("--study-points", nargs="+", metavar="POINT",
+                    help="time these points of the paper's study on whole WEKA (paper_weka, 1%%:10%% of W)")
     args = ap.parse_args()
+    if args.study_points:
+        return study_points(args.study_points)
     if args.policies == ["all"]:
         args.policies = ALL
     if args.issue_run:
@@ -96,6 +107,27 @@ def main():
             if best[3] > 1 and ref:     # a hindsight construction: its time covers every replay
                 ratio += f"  ({best[3]} replays: {best[0] * best[3] / ref:4.2f}x lru per replay)"
             print(f"  {spec:40s} {best[0]:>10,.0f} refs/s  (run {best[1]:6.1f} s, miss {best[2]:.4f})  {ratio}")
+
+
+def study_points(points):
+    """Each point's ``sim_wall_s`` on the study's main whole-WEKA setting (one run each)."""
+    if not PATHS["claude_code"].exists():
+        raise SystemExit(f"bench_policies: {PATHS['claude_code']} not found (the study's points need WEKA)")
+    base = ["experiment=paper_weka", f"workload.path={PATHS['claude_code']}"]
+    w = working_set(base)
+    base += [f"hardware.dram_bytes={int(w * 0.01)}", f"hardware.ssd_bytes={int(w * 0.1)}"]
+    trace, _, _ = prepare(SimConfig.from_mapping(cluster_sim.compose(base)))
+    print(f"whole WEKA (paper_weka, W = {w / 1e9:,.1f} GB, DRAM 1%, SSD 10%): {trace.n_requests:,} requests, "
+          f"{trace.chunk_refs:,} chunk references")
+    total = 0.0
+    for point in points:
+        s = cluster_sim.run(cluster_sim.compose(base + [f"+experiment/paper_points={point}"]), trace=trace,
+                            write=False)
+        wall = s.fleet["sim_wall_s"]
+        total += wall
+        print(f"  {point:10s} sim_wall {wall:7.1f} s  engine {s.run['engine']:6s}  miss {s.fleet['chunk_miss_ratio']:.4f}",
+              flush=True)
+    print(f"  {'sum':10s} sim_wall {total:7.1f} s")
 
 
 if __name__ == "__main__":

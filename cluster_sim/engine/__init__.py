@@ -67,7 +67,7 @@ SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through
 #: policies compiled in some settings only (not their defaults): a compiled setting of each, as
 #: parameter values (the warm-up and the identity tests run them); ``policy_unsupported`` says which
 #: settings are compiled, and every other one stays interpreted (decisions 134-136)
-PARTLY_COMPILED = {"gandalf": ({"placement": "strict"}, {"reuse": "rate"}, {})}
+PARTLY_COMPILED = {"gandalf": ({"placement": "strict"}, {"reuse": "rate"}, {"reuse": "population"}, {})}
 
 
 def _gandalf_unsupported(p) -> str | None:
@@ -75,9 +75,9 @@ def _gandalf_unsupported(p) -> str | None:
         return "gandalf with policy.engine=python runs its interpreted reference"
     if p.placement == "strict":
         return None
-    if p.reuse not in ("rate", "hints"):
-        return (f"gandalf with policy.reuse={p.reuse} is not compiled yet (only reuse=hints or rate, or "
-                "placement=strict)")
+    if p.reuse not in ("rate", "hints", "population"):
+        return (f"gandalf with policy.reuse={p.reuse} is not compiled yet (only reuse=hints, rate or population, "
+                "or placement=strict)")
     if p.wear_price != "static":
         return f"gandalf with policy.wear_price={p.wear_price} is not compiled yet (only static)"
     return None
@@ -730,6 +730,14 @@ class CompiledNode:
             rsc[J.RS_H] = np.inf
             floats["RSC"] = rsc
             floats["CRCT"] = np.asarray(pol._crc_true_cum, dtype=np.float64)
+        if pol.reuse == "population":
+            # its windows of references (_jit._gd_population): rows for a few requests, grown between
+            # requests (GROW_POP); tests start them at one request's worth
+            maxd = int(np.max(S.depth)) if U else 1
+            rows = maxd + 2 if self._gd_rows < 16 else max(1024, 4 * maxd)
+            nb = J.GJ._BUCKETS + 1
+            ints.update(PQ=np.zeros(J.N_PQ), PRC=np.zeros(rows * nb), PUC=np.zeros(rows * nb))
+            floats.update(PRT=np.zeros(rows), PUT=np.zeros(rows), PQF=np.full(1, -np.inf))
         ints = {k: ints.get(k, np.zeros(0)) for k in J.GI_SEGMENTS}
         floats = {k: floats.get(k, np.zeros(0)) for k in J.GF_SEGMENTS}
         ilen = [len(ints[k]) for k in J.GI_SEGMENTS]
@@ -894,6 +902,31 @@ class CompiledNode:
         lens = [len(x) for x in parts]
         PX[J.GF0:J.GF0 + len(lens) + 1] = np.concatenate([[0], np.cumsum(lens)])
         self.S = S._replace(FX=np.ascontiguousarray(np.concatenate(parts)))
+
+    def _gd_pop_room(self) -> None:
+        """reuse=population: room for a request in its windows' rows (a row of references, a row of
+        reuses per path chunk): the rows in the windows move to the front, into twice the room when
+        they fill half of it."""
+        J = self.J
+        nb = J.GJ._BUCKETS + 1
+        Q = self._gseg("PQ").copy()
+        rh, rt, uh, ut = (int(x) for x in Q[:4])
+        maxd = int(np.max(self.S.depth)) if self.n_chunks else 1
+        new_i, new_f = {}, {}
+        for (lo, hi, ti, tf, qh, qt) in ((rh, rt, "PRC", "PRT", J.PQ_RH, J.PQ_RT), (uh, ut, "PUC", "PUT", J.PQ_UH, J.PQ_UT)):
+            times, counts = self._gseg(tf), self._gseg(ti)
+            live = hi - lo
+            cap = len(times)
+            if live + maxd + 1 > cap // 2:
+                cap = 2 * (live + maxd + 1)
+            t2 = np.zeros(cap)
+            c2 = np.zeros(cap * nb, dtype=np.int64)
+            t2[:live] = times[lo:hi]
+            c2[:live * nb] = counts[lo * nb:hi * nb]
+            new_f[tf], new_i[ti] = t2, c2
+            Q[qh], Q[qt] = 0, live
+        new_i["PQ"] = Q
+        self._gd_repack(ints=new_i, floats=new_f)
 
     def _gseg(self, name: str) -> np.ndarray:
         """Gandalf's segment ``name`` (int64 or float64; a view)."""
@@ -1120,6 +1153,8 @@ class CompiledNode:
             self._gd_hints_room()
         if g & J.GROW_REFIT:
             self._gd_refit()
+        if g & J.GROW_POP:
+            self._gd_pop_room()
         S = self.S
         S.M[J.M_DR_CAP] = len(S.FX)
         S.M[J.M_GROW] = 0

@@ -152,6 +152,7 @@ GROW_WAH = 128       # workload_aware: a category queue needs room
 GROW_GD = 256        # gandalf: a heap's entry table needs room (M_GD_ROOM rows)
 GROW_HINTS = 512     # gandalf, reuse=hints: its estimator's buffers need room
 GROW_REFIT = 1024    # gandalf, reuse=hints: its estimator's refit is due at this request's tick
+GROW_POP = 2048      # gandalf, reuse=population: its windows of references need room
 
 F_ADM, F_HIT = 1, 2
 F_OHIT = 4           # oracle_admission: this SSD copy served a reuse from the SSD (since it entered)
@@ -187,19 +188,30 @@ EngineState = namedtuple("EngineState", [
 #: segments: classes, groups, ties, members, the re-evaluation heap, each thread's last group ``RTHR``
 #: by dense thread id), its scalars in ``GX`` (the request's own hints too, from R_STOP .. R_TID) and
 #: ``RSC``; its refit stays interpreted, between requests (GROW_REFIT).
+#: Under ``reuse=population`` its two windows of references (``_population``'s deques) as rows of
+#: bucket counts: ``PRT`` / ``PRC`` the requests' references (a row per request: its time, then its
+#: counts by bucket), ``PUT`` / ``PUC`` the reuses (a row per running maximum of the reused
+#: references' times: an entry leaves the deque's head exactly when that maximum is out of the
+#: window), ``PQ`` the rows' heads and tails then ``pop_n`` and ``pop_r``, ``PQF[0]`` the running maximum.
 GI_SEGMENTS = ("SIZE", "HITS", "SDEM", "F", "K", "G", "CKV", "CMEM", "CMETA", "SKV", "SMEM", "SMETA",
                "TD0", "TD1", "TD2", "TD3", "TD4", "TS0", "TS1", "TS2", "TS3", "TS4", "PLAN", "GX", "CKPT", "MEND",
                "MGEN", "KINDS", "NODES", "RCLS", "RGRP", "RTOU", "RSUP", "RSTOP", "RSUB", "RTURN", "RBUF", "RGS",
-               "RGN", "REVG", "REVB", "RGM", "RTHR")
+               "RGN", "REVG", "REVB", "RGM", "RTHR", "PQ", "PRC", "PUC")
 GF_SEGMENTS = ("TF", "TL", "SZ", "POPP", "CRC", "CRCC", "EST", "P", "CKK", "SKK", "GN", "CST", "SST",
-               "RSTART", "RD", "RCN", "RQ", "RT0", "REVT", "RSC", "CRCT")
+               "RSTART", "RD", "RCN", "RQ", "RT0", "REVT", "RSC", "CRCT", "PRT", "PUT", "PQF")
 (GI_SIZE, GI_HITS, GI_SDEM, GI_F, GI_K, GI_G, GI_CKV, GI_CMEM, GI_CMETA, GI_SKV, GI_SMEM, GI_SMETA, GI_TD0, GI_TD1,
  GI_TD2, GI_TD3, GI_TD4, GI_TS0, GI_TS1, GI_TS2, GI_TS3, GI_TS4, GI_PLAN, GI_GX, GI_CKPT, GI_MEND, GI_MGEN, GI_KINDS,
  GI_NODES, GI_RCLS, GI_RGRP, GI_RTOU, GI_RSUP, GI_RSTOP, GI_RSUB, GI_RTURN, GI_RBUF, GI_RGS, GI_RGN, GI_REVG,
- GI_REVB, GI_RGM, GI_RTHR) = range(43)
+ GI_REVB, GI_RGM, GI_RTHR, GI_PQ, GI_PRC, GI_PUC) = range(46)
 GF0 = len(GI_SEGMENTS) + 1   # PX[0:GF0]: the int segments' bounds; then the float segments' bounds
 (GF_TF, GF_TL, GF_SZ, GF_POPP, GF_CRC, GF_CRCC, GF_EST, GF_P, GF_CKK, GF_SKK, GF_GN, GF_CST, GF_SST, GF_RSTART,
- GF_RD, GF_RCN, GF_RQ, GF_RT0, GF_REVT, GF_RSC, GF_CRCT) = range(21)
+ GF_RD, GF_RCN, GF_RQ, GF_RT0, GF_REVT, GF_RSC, GF_CRCT, GF_PRT, GF_PUT, GF_PQF) = range(24)
+#: PQ: the rows of PRT / PRC from PQ_RH to PQ_RT (exclusive) and of PUT / PUC from PQ_UH to PQ_UT are in
+#: the windows; then pop_n (PQ_N .. PQ_N + 6) and pop_r (PQ_R ..) by bucket
+PQ_RH, PQ_RT, PQ_UH, PQ_UT = range(4)
+PQ_N = 4
+PQ_R = 4 + GJ._BUCKETS + 1
+N_PQ = 4 + 2 * (GJ._BUCKETS + 1)
 GI_HEADER = GF0 + len(GF_SEGMENTS) + 1
 #: GX: the SSD plan's length (-1 none), the leaf-event memo's generation; reuse=hints: on (0/1), the
 #: estimator's references so far (``seen``), the ``seen`` of its last refit (-1 none), a re-key of
@@ -1825,6 +1837,8 @@ def _gd_access(S, path):
     if m == 0:
         return
     now = _gnow(S)
+    if _gi(S, GI_F)[GJ.F_POP]:
+        _gd_population(S, path, now)
     tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gi(S, GI_HITS)
     for k in range(m):
         p = 2 * path[k]
@@ -1850,6 +1864,63 @@ def _gd_access(S, path):
                 hits[q] += 1
             tl[q] = now
             return
+
+
+@njit(cache=True)
+def _gd_population(S, path, now):
+    """reuse=population, ``GandalfPolicy._population`` (before the path's statistics move): this
+    request's references and reuses join the windows, those whose window H closed are counted, and
+    ``pop_p`` is recomputed when a reference was. Rows of counts stand for the reference's deques
+    (see ``PQ``); the counts and ``pop_p``'s floats are the reference's."""
+    nb = GJ._BUCKETS + 1
+    H = _gf(S, GF_P)[GJ.A_H]
+    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gi(S, GI_HITS)
+    Q, PRC, PUC = _gi(S, GI_PQ), _gi(S, GI_PRC), _gi(S, GI_PUC)
+    PRT, PUT, PQF = _gf(S, GF_PRT), _gf(S, GF_PUT), _gf(S, GF_PQF)
+    r = Q[PQ_RT]
+    Q[PQ_RT] = r + 1
+    PRT[r] = now
+    for b in range(nb):
+        PRC[r * nb + b] = 0
+    for k in range(len(path)):
+        p = 2 * path[k]
+        t1 = tl[p]
+        seen = tf[p] == tf[p]
+        h = hits[p]
+        b = 0
+        if seen:
+            b = h + 1 if h + 1 < GJ._BUCKETS else GJ._BUCKETS
+            if now - t1 <= H:
+                # a reuse of the reference at t1, in the bucket of the touches before it
+                if t1 > PQF[0]:
+                    PQF[0] = t1
+                u = Q[PQ_UT]
+                if u == Q[PQ_UH] or PUT[u - 1] != PQF[0]:
+                    PUT[u] = PQF[0]
+                    for x in range(nb):
+                        PUC[u * nb + x] = 0
+                    Q[PQ_UT] = u + 1
+                    u += 1
+                PUC[(u - 1) * nb + (h if h < GJ._BUCKETS else GJ._BUCKETS)] += 1
+        PRC[r * nb + b] += 1
+    changed = False
+    i = Q[PQ_RH]
+    while i < Q[PQ_RT] and PRT[i] + H < now:
+        for b in range(nb):
+            Q[PQ_N + b] += PRC[i * nb + b]
+        i += 1
+        changed = True
+    Q[PQ_RH] = i
+    i = Q[PQ_UH]
+    while i < Q[PQ_UT] and PUT[i] + H < now:
+        for b in range(nb):
+            Q[PQ_R + b] += PUC[i * nb + b]
+        i += 1
+    Q[PQ_UH] = i
+    if changed:
+        popp = _gf(S, GF_POPP)
+        for b in range(nb):
+            popp[b] = (Q[PQ_R + b] + 1.0) / (Q[PQ_N + b] + 2.0)
 
 
 @njit(cache=True)
@@ -3324,6 +3395,12 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
                     M[M_GROW] |= GROW_GD
             if S.PX[S.PX[GI_GX] + GX_HINTS] != 0:
                 _gd_before(S, arrival[i], R[j])
+            if S.PX[S.PX[GI_F] + GJ.F_POP] != 0:
+                # reuse=population: a request adds a row of references and at most a row of reuses
+                # per path chunk
+                Q = _gi(S, GI_PQ)
+                if (Q[PQ_RT] + 1 > len(_gf(S, GF_PRT)) or Q[PQ_UT] + m > len(_gf(S, GF_PUT))):
+                    M[M_GROW] |= GROW_POP
         if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > M[M_CAP_OUT]:
             M[M_GROW] |= GROW_OUT
         if 2 * M[M_AQMAX] > M[M_CAP_AQ]:
