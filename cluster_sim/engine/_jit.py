@@ -2395,11 +2395,17 @@ def _remove_many(S, t, ps, close):
     pol = S.M[M_POLICY]
     if (t == SSD or pol == POLICY_ORACLE or pol == POLICY_WORKLOAD_AWARE or pol == POLICY_GANDALF
             or pol == POLICY_MARCONI):
-        for p in ps:
-            k = _remove_bits(S, t, p, close)
-            if k and (p & 1) == 0:
-                cs.append(p >> 1)
-                lost.append(k == 2)
+        # marconi: the STATEs of the batch first, as remove_copies clears every listed copy before its
+        # events (a listed STATE's event sees its bits cleared; its FA's loss then finds it gone)
+        mc = pol == POLICY_MARCONI
+        for k2 in range(2 if mc else 1):
+            for p in ps:
+                if mc and (p & 1) == k2:
+                    continue
+                k = _remove_bits(S, t, p, close)
+                if k and (p & 1) == 0:
+                    cs.append(p >> 1)
+                    lost.append(k == 2)
     else:
         # no residency hooks and no SSD copy of p leaving: the same steps on the arrays alone (an
         # inlined helper taking S costs each victim a reference count of every array of S)

@@ -252,7 +252,7 @@ def _refresh(PX, FX, res, dcnt, parent, depth, t, x):
             PX[cl + n] = x
             PX[cpos + x] = n
             PX[H_NC1 + i] = n + 1
-        FX[F_EKEY + i * 2 * U + x] = _eff(PX, FX, res, parent, depth, x, PX, -1)
+        FX[F_EKEY + i * 2 * U + x] = _eff(PX, FX, res, parent, depth, x, PX, np.int64(-1))
     elif pos >= 0:
         n = PX[H_NC1 + i] - 1
         last = PX[cl + n]
@@ -440,13 +440,12 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
         for j in range(n):
             tlc[j] = _tlast(res, stamp, t, C[j])
             ekc[j] = FX[ek0 + C[j]]
-        ordR = _sorted_by(ekc, tlc, C, False)
-        ordE = _sorted_by(ekc, tlc, C, True)
-        first = [np.int64(0) for _ in range(0)]
+        ordR = _sorted_by(ekc, tlc, C, np.bool_(False))
+        ordE = _sorted_by(ekc, tlc, C, np.bool_(True))
+        cand0 = np.empty(2 * k, dtype=np.int64)
         for j in range(k):
-            first.append(C[ordR[j]])
-            first.append(C[ordE[j]])
-        cand0 = np.array(first)
+            cand0[2 * j] = C[ordR[j]]
+            cand0[2 * j + 1] = C[ordE[j]]
     else:
         cand0 = C
     ids = [np.int64(0) for _ in range(0)]
