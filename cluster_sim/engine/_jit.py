@@ -143,6 +143,8 @@ DAY = 86400.0
 # (2U), then per category (from M[M_WA_FIT]) P, lambda, lifespan and the gain 1 - e^{-lambda H}
 FXW_NOW, FXW_THETA, FXW_LT = 0, 1, 8
 WA_H0 = 3            # workload_aware: heap index of category w's queue in tier t is WA_H0 + 2 w + (t - 1)
+assert (MC.M_FAB, MC.M_USED0, MC.M_LEFT0, MC.M_LEFTN0, MC.K_ADM_HIT_FA, MC.K_ADM_HIT_STATE, MC.F_ADM, MC.F_HIT) == \
+    (M_FAB, M_USED0, M_LEFT0, M_LEFTN0, K_ADM_HIT_FA, K_ADM_HIT_STATE, 1, 2)
 # grow requests (bits of M[M_GROW])
 GROW_LOG = 1
 GROW_HEAP = (2, 4, 8)
@@ -1345,6 +1347,9 @@ def _enter_many(S, t, ps):
     if S.M[M_POLICY] == POLICY_GANDALF:
         _gd_enter_many(S, t, ps)
         return
+    if S.M[M_POLICY] == POLICY_MARCONI:
+        MC.mc_enter_many(S.PX, S.res, S.parent, t, ps)       # on the arrays (decision 141)
+        return
     for p in ps:
         _enter(S, t, p)
 
@@ -2395,13 +2400,13 @@ def _remove_many(S, t, ps, close):
     pol = S.M[M_POLICY]
     if (t == SSD or pol == POLICY_ORACLE or pol == POLICY_WORKLOAD_AWARE or pol == POLICY_GANDALF
             or pol == POLICY_MARCONI):
-        # marconi: the STATEs of the batch first, as remove_copies clears every listed copy before its
-        # events (a listed STATE's event sees its bits cleared; its FA's loss then finds it gone)
-        mc = pol == POLICY_MARCONI
-        for k2 in range(2 if mc else 1):
+        if pol == POLICY_MARCONI:
+            # on the arrays (decision 141); the STATEs of the batch first, as remove_copies clears every
+            # listed copy before its events (a listed STATE's event sees its bits cleared; its FA's
+            # loss then finds it gone)
+            MC.mc_remove_many(S.M, S.K, S.PX, S.res, S.flags, S.sb, S.depth, S.parent, t, ps, close, cs, lost)
+        else:
             for p in ps:
-                if mc and (p & 1) == k2:
-                    continue
                 k = _remove_bits(S, t, p, close)
                 if k and (p & 1) == 0:
                     cs.append(p >> 1)

@@ -29,6 +29,10 @@ from ..policies import _marconi_jit as MJ
 
 HBM, DRAM, SSD = 0, 1, 2
 DROP, DEMOTE = 0, 1
+# the engine's meta slots, counters and flags this module writes (_jit asserts they are its own)
+M_FAB, M_USED0, M_LEFT0, M_LEFTN0 = 10, 3, 18, 21
+K_ADM_HIT_FA, K_ADM_HIT_STATE = 4, 5
+F_ADM, F_HIT = 1, 2
 
 # header
 (H_K, H_SSDON, H_HAS, H_BUG, H_AUTO, H_TUNED, H_R0, H_NSEEN, H_CT, H_WIN, H_NMLP, H_LSB, H_SWAKV, H_U,
@@ -145,6 +149,68 @@ def mc_leave(PX, rem, parent, t, p):
         if par >= 0:
             PX[PX[O_NCH] + (t - 1) * PX[H_U] + par] -= 1
             _dirty(PX, t, par)
+
+
+@njit(cache=True)
+def mc_enter_many(PX, res, parent, t, ps):
+    """:func:`mc_enter` of each payload of ``ps``, in order."""
+    for p in ps:
+        mc_enter(PX, res, parent, t, p)
+
+
+@njit(cache=True, inline="always")
+def _close_ssd(K, flags, p):
+    """``_jit._close_ssd`` on the arrays."""
+    f = flags[p]
+    if (f & F_ADM) != 0 and (f & F_HIT) != 0:
+        if p & 1:
+            K[K_ADM_HIT_STATE] += 1
+        else:
+            K[K_ADM_HIT_FA] += 1
+    flags[p] = 0
+
+
+@njit(cache=True)
+def mc_remove_many(M, K, PX, res, flags, sb, depth, parent, t, ps, close, cs, lost):
+    """``_jit._remove_many``'s removals (``_remove_bits`` of each payload, its events for marconi), on the
+    arrays: the batch's STATEs first, then its FAs (``remove_copies``' event order, see mc_leave). Appends
+    the removed FA chunks to ``cs`` and whether each lost its last copy to ``lost``."""
+    bit = _bit(t)
+    fab = M[M_FAB]
+    for k2 in range(2):
+        for p in ps:
+            if (p & 1) == k2:
+                continue
+            r = res[p]
+            if (r & bit) == 0:
+                continue
+            now = r & ~bit
+            res[p] = now
+            sz = _psize(fab, sb, depth, p)
+            M[M_USED0 + t] -= sz
+            M[M_LEFT0 + t] += sz
+            M[M_LEFTN0 + t] += 1
+            mc_leave(PX, now, parent, t, p)
+            if t == SSD and close:
+                _close_ssd(K, flags, p)
+            if p & 1:
+                continue
+            cs.append(p >> 1)
+            lost.append(now == 0)
+            if now == 0:
+                q = p | 1
+                sr = res[q]
+                if sr != 0:
+                    qs = _psize(fab, sb, depth, q)
+                    for tt in range(3):
+                        if (sr & _bit(tt)) != 0:
+                            M[M_USED0 + tt] -= qs
+                            M[M_LEFT0 + tt] += qs
+                            M[M_LEFTN0 + tt] += 1
+                            mc_leave(PX, sr, parent, tt, q)
+                            if tt == SSD and close:
+                                _close_ssd(K, flags, q)
+                    res[q] = 0
 
 
 @njit(cache=True)
@@ -356,6 +422,46 @@ def _sorted_by(keys_f, keys_i, ids, use_f):
 
 
 @njit(cache=True)
+def _k_smallest(keys_f, keys_i, ids, k, use_f):
+    """Indices of the ``k`` smallest of ``ids`` by (key, id) (float keys when ``use_f``, else int keys;
+    ``k < len(ids)``), in no particular order: the k-th smallest key, what lies below it, and the ties at
+    it by id."""
+    n = len(ids)
+    out = np.empty(k, dtype=np.int64)
+    m = 0
+    ties = [np.int64(0) for _ in range(0)]
+    if use_f:
+        v = np.partition(keys_f, k - 1)[k - 1]
+        for j in range(n):
+            if keys_f[j] < v:
+                out[m] = j
+                m += 1
+            elif keys_f[j] == v:
+                ties.append(j)
+    else:
+        w = np.partition(keys_i, k - 1)[k - 1]
+        for j in range(n):
+            if keys_i[j] < w:
+                out[m] = j
+                m += 1
+            elif keys_i[j] == w:
+                ties.append(j)
+    need = k - m
+    if len(ties) == need:
+        for j in range(need):
+            out[m + j] = ties[j]
+    else:
+        tj = np.array(ties)
+        tid = np.empty(len(tj), dtype=np.int64)
+        for j in range(len(tj)):
+            tid[j] = ids[tj[j]]
+        o = np.argsort(tid)
+        for j in range(need):
+            out[m + j] = tj[o[j]]
+    return out
+
+
+@njit(cache=True)
 def _legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, x, seq, dropping, sgen):
     """``_Selection.legal_now``."""
     bit = _bit(t)
@@ -434,18 +540,17 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
     C = PX[cl:cl + n].copy()
     ordR = np.zeros(0, dtype=np.int64)
     ordE = np.zeros(0, dtype=np.int64)
-    if k > 0 and n > k:
-        tlc = np.empty(n, dtype=np.int64)
-        ekc = np.empty(n, dtype=np.float64)
+    sampled = k > 0 and n > k
+    tlc = np.empty(n if sampled else 0, dtype=np.int64)
+    ekc = np.empty(n if sampled else 0, dtype=np.float64)
+    if sampled:
         for j in range(n):
             tlc[j] = _tlast(res, stamp, t, C[j])
             ekc[j] = FX[ek0 + C[j]]
-        ordR = _sorted_by(ekc, tlc, C, np.bool_(False))
-        ordE = _sorted_by(ekc, tlc, C, np.bool_(True))
-        cand0 = np.empty(2 * k, dtype=np.int64)
-        for j in range(k):
-            cand0[2 * j] = C[ordR[j]]
-            cand0[2 * j + 1] = C[ordE[j]]
+        # the pools: the k smallest by (recency, payload) and by (efficiency, payload); the full orders
+        # only when a selection extends its sample
+        cand0 = np.concatenate((C[_k_smallest(ekc, tlc, C, k, np.bool_(False))],
+                                C[_k_smallest(ekc, tlc, C, k, np.bool_(True))]))
     else:
         cand0 = C
     ids = [np.int64(0) for _ in range(0)]
@@ -483,7 +588,10 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
                 nl += 1
         if nl == 0:
             extended = False
-            if k > 0 and len(ordR) > 0:
+            if sampled and len(ordR) == 0:
+                ordR = _sorted_by(ekc, tlc, C, np.bool_(False))
+                ordE = _sorted_by(ekc, tlc, C, np.bool_(True))
+            if sampled:
                 new = [np.int64(0) for _ in range(0)]
                 for kind in range(2):
                     ordx = ordR if kind == 0 else ordE
