@@ -2342,8 +2342,7 @@ def _remove_bits(S, t, p, close):
     S.M[M_LEFT0 + t] += sz
     S.M[M_LEFTN0 + t] += 1
     oracle = S.M[M_POLICY] == POLICY_ORACLE
-    hooks = (oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE or S.M[M_POLICY] == POLICY_GANDALF
-             or S.M[M_POLICY] == POLICY_MARCONI)
+    hooks = oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE or S.M[M_POLICY] == POLICY_GANDALF
     if hooks:
         _leave(S, t, p)
     if t == SSD:
