@@ -138,13 +138,16 @@ def test_auto_picks_numba_for_lru_and_falls_back_where_the_engine_is_not_compile
     assert engines.resolve("auto", "lru", hw, False) == "numba"
     assert engines.resolve("python", "lru", hw, False) == "python"
     assert engines.resolve("auto", "gandalf", hw, False) == "numba"                # its default (decision 136)
-    assert engines.resolve("auto", "marconi", hw, False) == "python"
+    assert engines.resolve("auto", "marconi", hw, False) == "numba"                # decision 143
+    learned = {"reuse": "learned"}                     # (every policy is compiled in some setting now)
+    assert engines.resolve("auto", "gandalf", hw, False, learned) == "python"
     assert engines.resolve("auto", "lru", hw, True) == "python"                  # fleet.sync=kv_events
     greedy = [HardwareConfig.from_mapping({"ssd": {"ftl": "greedy"}})]
     assert engines.resolve("auto", "lru", greedy, False) == "python"
-    for pol, hws, kv in (("marconi", hw, False), ("lru", greedy, False), ("lru", hw, True)):
+    for pol, hws, kv, params in (("gandalf", hw, False, learned), ("lru", greedy, False, None),
+                                 ("lru", hw, True, None)):
         with pytest.raises(ConfigError, match="cache.engine"):
-            engines.resolve("numba", pol, hws, kv)
+            engines.resolve("numba", pol, hws, kv, params)
 
 
 def test_a_run_under_auto_says_which_engine_ran():

@@ -52,6 +52,10 @@ PARAMS = {
     "gandalf": {"alpha": [0.0, 1.0, 16.0, float("inf")], "tau_s": [1e-4, 1e-3, 600.0],
                 "victim_loss": ["exact", "shadow_price"], "victim_peek": [1, 64], "moveset": ["any", "root_side"],
                 "objective": ["chunks", "dollars"], "refit_requests": [1, 7, 500]},
+    # marconi: samples small enough that selections extend them, every alpha mode, both quirks, and a
+    # bootstrap short enough that the random workloads tune alpha (its replay asked of Python mid-call)
+    "marconi": {"alpha": ["auto", 0.0, 1.0], "candidates": [2, 4, 256, "all"], "bug_compatible": [False, True],
+                "bootstrap_multiplier": [0.5, 1, 5]},
     "workload_aware": {"categories": ["type_turn", "type", "first_later", "none"],
                        "lifespan": ["quantile", "mean_multiple", "none"], "admit_threshold": [None, 0.0, 0.3, 0.9],
                        "first_fit_s": [1e-4, 1e-3], "refit_s": [3e-4, 3e-3, 3600.0], "fit_window_s": [6e-4, 3600.0],
@@ -80,7 +84,9 @@ CASES = SETTINGS + [("gandalf", {"reuse": "rate", "alpha": 0.0}),
                                                              "lifespan": "none"}),
                                          ("workload_aware", {**WA_FIT, "lifespan": "mean_multiple",
                                                              "categories": "first_later"}),
-                                         ("workload_aware", {**WA_FIT, "categories": "none", "admit_threshold": 0.0})]
+                                         ("workload_aware", {**WA_FIT, "categories": "none", "admit_threshold": 0.0}),
+                                         ("marconi", {"candidates": 4}), ("marconi", {"alpha": 1.0, "candidates": 2}),
+                                         ("marconi", {"candidates": "all", "bug_compatible": True})]
 CASE_IDS = [p + "".join(f"-{k}={v}" for k, v in kw.items()) for p, kw in CASES]
 
 
@@ -209,7 +215,8 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model
         tr = _with_sessions(tr, 7)
     # oracle admits only what the SSD holds until its next use: with a roomy SSD it never evicts
     # there, so it gets an SSD smaller than DRAM (where it also forces writes on the dense model)
-    hw = _hw((6 * u, 10 * u, 5 * u) if policy == "oracle" else (6 * u, 30 * u, 120 * u))
+    # (marconi too: its SSD must select, and on the hybrid model its states keep DRAM from filling it)
+    hw = _hw((6 * u, 10 * u, 5 * u) if policy in ("oracle", "marconi") else (6 * u, 30 * u, 120 * u))
     if policy == "gandalf" and params.get("placement") != "strict":
         hw = _hw((6 * u, 30 * u, 10 * u))     # an SSD its moves fill, so that it evicts too
     elif policy == "gandalf" and model.has_state:
@@ -298,6 +305,18 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model
         assert pol["moves_state"] == 0
         if model.has_state:
             assert pol["drops_state"] > 0 and pol["states_checkpointed"] > 0 and pol["states_demanded_twice"] > 0
+    elif policy == "marconi":
+        # FA victims written to the SSD, SSD evictions; alpha tuned (auto); on the hybrid model edges taken
+        # with their leaf, states evicted alone and state transitions re-keying the nodes below
+        assert pol["dram_fa_demoted"] > 0 and pol["ssd_select_calls"] > 0
+        assert pol["ssd_leaf_evictions"] + pol["ssd_stateless_leaf_evictions"] > 0
+        if "alpha" not in params:
+            assert pol["alpha_tuned_at_request"] > 0 and pol["bootstrap_r0"] > 0
+        if model.has_state:
+            assert pol["dram_edge_chunks_evicted"] > 0 and pol["dram_state_only_evictions"] > 0
+            assert pol["dram_states_dropped"] > 0 and pol["state_transitions"] > 0
+        if params.get("candidates") in (2, 4):
+            assert pol["sample_extensions"] > 0
     elif policy == "dynamic_random":
         assert pol["admitted"] > 0 and pol["dram_victims_written"] > 0
         if params:

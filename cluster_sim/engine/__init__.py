@@ -48,6 +48,7 @@ import math
 import sys
 import time
 from collections.abc import Mapping
+from types import SimpleNamespace
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +64,7 @@ __all__ = ["ENGINES", "SUPPORTED_POLICIES", "PARTLY_COMPILED", "CompiledNode", "
 
 ENGINES = ("auto", "numba", "python")
 SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through_selective", "lru_k", "hot_prefix",
-                      "dynamic_random", "oracle", "workload_aware")
+                      "dynamic_random", "oracle", "workload_aware", "marconi")
 #: policies compiled in some settings only (not their defaults): a compiled setting of each, as
 #: parameter values (the warm-up and the identity tests run them); ``policy_unsupported`` says which
 #: settings are compiled, and every other one stays interpreted (decisions 134-136)
@@ -172,7 +173,8 @@ def _cached() -> bool:
 #: another of these files would leave the engine's cached kernels valid in numba's eyes and stale
 #: in fact (decision 138): their digest is recorded beside the build, and a build of other
 #: sources is removed before the next one.
-KERNEL_SOURCES = ("engine/_jit.py", "policies/_gandalf_jit.py", "policies/_reuse_jit.py", "_nrt.py", "cache/state.py")
+KERNEL_SOURCES = ("engine/_jit.py", "policies/_gandalf_jit.py", "policies/_reuse_jit.py", "_nrt.py", "cache/state.py",
+                  "engine/_marconi_eng.py", "policies/_marconi_jit.py")
 
 
 def kernel_digest(root: Path | None = None, sources=KERNEL_SOURCES) -> str:
@@ -371,8 +373,8 @@ def _warm_up() -> None:
         # one compiled replay serves every policy (a runtime policy id over the same state types);
         # each policy runs once so that none compiles a specialisation after the clock starts
         m, h = model, hw
-        if policy == "gandalf" and params.get("placement") != "strict":
-            m, h = _real_setting()          # its policy object prices with the cost model
+        if (policy == "gandalf" and params.get("placement") != "strict") or policy == "marconi":
+            m, h = _real_setting()          # its policy object prices with the cost model (marconi: FLOPs)
         node = CompiledNode(parent, depth, anchor, flat, 1, m, h, policy, cost=False, params=params)
         if node.needs_future:
             node.set_future(offsets, flat)
@@ -502,7 +504,7 @@ class CompiledNode:
                          "write_through_selective": J.POLICY_WRITE_THROUGH, "lru_k": J.POLICY_LRU_K,
                          "hot_prefix": J.POLICY_HOT_PREFIX, "dynamic_random": J.POLICY_DYNAMIC_RANDOM,
                          "oracle": J.POLICY_ORACLE, "workload_aware": J.POLICY_WORKLOAD_AWARE,
-                         "gandalf": J.POLICY_GANDALF_STRICT}[policy]
+                         "gandalf": J.POLICY_GANDALF_STRICT, "marconi": J.POLICY_MARCONI}[policy]
         self.gd_kernels = None       # gandalf (capacity-aware): policies._gandalf_jit
         if policy == "gandalf" and params.placement != "strict":
             M[J.M_POLICY] = J.POLICY_GANDALF
@@ -520,6 +522,8 @@ class CompiledNode:
             rank = {int(v): i for i, v in enumerate(distinct.tolist())}
             M[J.M_OR_FARANK] = rank[fab]
             self._or_szr = np.array([rank.get(int(v), 0) for v in sb.tolist()], dtype=np.int64)
+        if policy == "marconi":
+            M[J.M_KEYED] = 1          # its DRAM and SSD selections are its own (_marconi_eng): no walker there
         if policy == "workload_aware":
             M[J.M_KEYED] = 1          # its DRAM and SSD queues are per-category heaps (_jit._wa_*)
             M[J.M_WA_THETA] = int(params.admit_threshold is not None)
@@ -570,6 +574,10 @@ class CompiledNode:
         if M[J.M_POLICY] == J.POLICY_GANDALF:
             # its arrays replace PX and FX (it has no other segments: every M_O_* offset stays 0)
             self.S = self.S._replace(**self._gandalf_arrays(sb))
+            M[J.M_DR_CAP] = len(self.S.FX)
+        if policy == "marconi":
+            # its arrays replace PX and FX too (engine._marconi_eng; no other segment)
+            self.S = self.S._replace(**self._marconi_arrays())
             M[J.M_DR_CAP] = len(self.S.FX)
         self.stats = NodeStats()
         self.busy_until = 0.0
@@ -762,6 +770,105 @@ class CompiledNode:
                     ("REVG", "evg"), ("REVB", "evb"), ("RGM", "GM"), ("RTHR", "thr"))
     _GD_EST_FLOATS = (("EST", "E"), ("RSTART", "start"), ("RT0", "gt0"), ("REVT", "evt"))
     _GD_EST_TABLES = (("RD", "D"), ("RCN", "C"), ("RQ", "Q"))
+
+    # ---- marconi (engine._marconi_eng)
+    _mc_seen = None          # marconi, alpha=auto: (offsets, request ids) replayed until it tunes
+    _mc_inp = None           # the trace's input tokens per request (its tuning replays them)
+
+    def _marconi_arrays(self) -> dict:
+        """marconi's PX (a header, then its segments: engine._marconi_eng) and FX (alpha, the bootstrap
+        multiplier, the FLOP parameters of policies._marconi_jit, the efficiency keys per tier)."""
+        from ..policies import _marconi_jit as MJ
+        from ..policies.marconi import SingleTierMarconi, _FlopModel
+        from . import _marconi_eng as MC
+        p, m, U = self.params, self.model, self.n_chunks
+        if not SingleTierMarconi.compiled_ok(SimpleNamespace(model=m)):
+            raise ConfigError("cache.engine", "numba cannot run this setting: marconi's FLOP fields of this model "
+                              "are not floats (their arithmetic would not be the interpreted policy's)")
+        fm = _FlopModel(m, self.ct, bool(p.bug_compatible))
+        lens = MC.segment_lengths(U)
+        PX = np.zeros(MC.N_HEADER + sum(lens.values()), dtype=np.int64)
+        o = MC.N_HEADER
+        for k, name in enumerate(MC.SEGMENTS):
+            PX[MC.H_O + k] = o
+            o += lens[name]
+        PX[MC.N_HEADER - 1] = o
+
+        def seg(name):
+            a = int(PX[MC.H_O + MC.SEGMENTS.index(name)])
+            return PX[a:a + lens[name]]
+        seg("GUARD")[:] = -1
+        seg("CPOS")[:] = -1
+        seg("ROW")[:] = -1
+        if fm.has_state and U:
+            par = np.asarray(self.S.parent, dtype=np.int64)
+            seg("KO")[:U] = np.argsort(par, kind="stable")
+            seg("KS")[:] = np.cumsum(np.bincount(par + 1, minlength=U + 1))
+        PX[MC.H_K] = 0 if p.candidates == "all" else max(int(p.candidates) // 2, 1)
+        PX[MC.H_SSDON] = int(self.caps[SSD] > 0)
+        PX[MC.H_HAS] = int(fm.has_state)
+        PX[MC.H_BUG] = int(bool(p.bug_compatible))
+        PX[MC.H_AUTO] = int(p.alpha == "auto")
+        PX[MC.H_TUNED] = -1
+        PX[MC.H_R0] = -1
+        PX[MC.H_CT] = self.ct
+        PX[MC.H_WIN] = int(m.swa_window)
+        PX[MC.H_NMLP] = int(fm.n_mlp)
+        PX[MC.H_LSB] = int(m.linear_state_bytes)
+        PX[MC.H_SWAKV] = int(m.swa_kv_bytes_per_token)
+        PX[MC.H_U] = U
+        PX[MC.H_GEN1] = PX[MC.H_GEN2] = 1
+        FX = np.zeros(MC.F_EKEY + 4 * U, dtype=np.float64)
+        FX[MC.F_ALPHA] = 0.0 if p.alpha == "auto" else float(p.alpha)
+        FX[MC.F_BOOT] = float(p.bootstrap_multiplier)
+        P = FX[MC.F_P:MC.F_P + MJ.N_P]
+        P[MJ.P_FPT_LMF] = m.flops_per_token + m.linear_mix_flops_per_token
+        P[MJ.P_ATTN] = m.attn_flops_per_ctx_token
+        P[MJ.P_SWA] = m.swa_flops_per_ctx_token
+        P[MJ.P_KVPT] = fm.kvpt
+        P[MJ.P_DH] = fm.d_hidden
+        self._mc_alpha = 0.0 if p.alpha == "auto" else p.alpha
+        self._mc_seen = [] if p.alpha == "auto" else None
+        return {"PX": PX, "FX": FX}
+
+    def _mc_tune(self) -> None:
+        """``MarconiPolicy._tune`` at the request where its ``tick`` tunes: the requests seen so far
+        replayed by its single-tier model (compiled, policies._marconi_jit) for each alpha of the grid."""
+        from ..policies.marconi import ALPHA_GRID, SingleTierMarconi
+        from . import _marconi_eng as MC
+        S = self.S
+        n = int(S.PX[MC.H_NSEEN])
+        if self._mc_inp is None:
+            raise RuntimeError("marconi's alpha tuning needs the requests' input tokens (CompiledNode.replay)")
+        reqs = []
+        for offsets, ids in self._mc_seen:
+            for i in ids.tolist():
+                reqs.append((np.asarray(S.flat[offsets[i]:offsets[i + 1]], dtype=np.int64), int(self._mc_inp[i])))
+        reqs = reqs[:n]
+        assert len(reqs) == n, (len(reqs), n)
+        st = SimpleNamespace(parent=np.asarray(S.parent, dtype=np.int64), depth=np.asarray(S.depth, dtype=np.int64),
+                             anchor=np.asarray(S.anchor, dtype=np.int64), flat=np.asarray(S.flat, dtype=np.int64))
+        caps = self.caps
+        cap = caps[HBM] + caps[DRAM] if caps[HBM] + caps[DRAM] > 0 else caps[SSD]
+        sim = SingleTierMarconi(st, self.model, self.ct, cap, reqs, bug=bool(self.params.bug_compatible))
+        savings = sim.savings(ALPHA_GRID)
+        best = max(range(len(ALPHA_GRID)), key=lambda i: (savings[i], -i))
+        self._mc_alpha = ALPHA_GRID[best]
+        S.FX[MC.F_ALPHA] = float(self._mc_alpha)
+        S.PX[MC.H_TUNED] = n
+        self._mc_seen = None
+
+    def _mc_counters(self) -> dict:
+        from . import _marconi_eng as MC
+        PX, p = self.S.PX, self.params
+        d = dict(zip(MC.COUNTER_NAMES, PX[MC.H_C0:MC.H_C0 + len(MC.COUNTER_NAMES)].tolist()))
+        d["alpha"] = self._mc_alpha
+        d["alpha_auto"] = int(p.alpha == "auto")
+        d["alpha_tuned_at_request"] = int(PX[MC.H_TUNED])
+        d["bootstrap_r0"] = int(PX[MC.H_R0])
+        d["candidates"] = -1 if p.candidates == "all" else p.candidates
+        d["bug_compatible"] = int(bool(p.bug_compatible))
+        return d
 
     def _gd_est_ints(self, est) -> dict:
         """The hints estimator's int arrays, by segment (policies._reuse_jit's arguments)."""
@@ -1155,6 +1262,8 @@ class CompiledNode:
             self._gd_refit()
         if g & J.GROW_POP:
             self._gd_pop_room()
+        if g & J.GROW_MC_TUNE:
+            self._mc_tune()
         S = self.S
         S.M[J.M_DR_CAP] = len(S.FX)
         S.M[J.M_GROW] = 0
@@ -1225,7 +1334,10 @@ class CompiledNode:
         J = self.J
         j = 0
         while True:
+            j0 = j
             j = J.replay(self.S, offsets, idx, counted, arrival, j, R)
+            if self.policy_name == "marconi" and self._mc_seen is not None:
+                self._mc_seen.append((offsets, idx[j0:j]))
             if j >= len(idx):
                 return
             self._grow()
@@ -1288,6 +1400,7 @@ class CompiledNode:
             self._hindsight_passes(trace)
         idx = np.asarray(idx, dtype=np.int64)
         counted = trace.counted[idx] if counted is None else np.asarray(counted, dtype=bool)
+        self._mc_inp = trace.input_tokens
         R = self.replay_raw(trace.offsets, idx, counted, trace.arrival_s, trace.category, trace.turn,
                             trace.session_id, trace.agent, trace.stop_reason)
         lat, ttft, hits = self._price(R, trace.input_tokens[idx], trace.arrival_s[idx], counted)
@@ -1374,6 +1487,8 @@ class CompiledNode:
         """The policy's counters, as its interpreted ``counters()`` reports them."""
         J, S = self.J, self.S
         K = PK = S.K.tolist()
+        if self.policy_name == "marconi":
+            return self._mc_counters()
         if self.policy_name == "oracle":
             return {"dram_written": PK[J.PK_OR_WRITTEN], "dram_dropped_never_used": PK[J.PK_OR_NEVER],
                     "dram_dropped_no_room": PK[J.PK_OR_NO_ROOM], "dram_dropped_other_copy": PK[J.PK_OR_OTHER],

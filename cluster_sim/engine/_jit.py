@@ -41,6 +41,7 @@ from .._nrt import borrow
 from ..cache.state import _leaf_events_kernel
 from ..policies import _gandalf_jit as GJ
 from ..policies import _reuse_jit as RJ
+from . import _marconi_eng as MC
 
 #: CacheState's leaf-event climb, compiled (the dispatcher the interpreted node uses)
 _leaf_climb = _leaf_events_kernel()
@@ -56,7 +57,7 @@ GATE, GATE_FORCE = 3, 4   # a walk's action: write_through.gated_select (strict,
 FORCED = 5           # a victim's action: demoted although the policy rejected it (a forced write)
 MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
 (POLICY_LRU, POLICY_ORACLE_ADM, POLICY_WRITE_THROUGH, POLICY_LRU_K, POLICY_HOT_PREFIX, POLICY_DYNAMIC_RANDOM,
- POLICY_ORACLE, POLICY_WORKLOAD_AWARE, POLICY_GANDALF_STRICT, POLICY_GANDALF) = range(10)
+ POLICY_ORACLE, POLICY_WORKLOAD_AWARE, POLICY_GANDALF_STRICT, POLICY_GANDALF, POLICY_MARCONI) = range(11)
 
 # meta
 (M_SEQ, M_CLOCK, M_LOGN, M_USED0, M_USED1, M_USED2, M_CAP0, M_CAP1, M_CAP2, M_ENTRY, M_FAB, M_HAS_STATE,
@@ -142,6 +143,8 @@ DAY = 86400.0
 # (2U), then per category (from M[M_WA_FIT]) P, lambda, lifespan and the gain 1 - e^{-lambda H}
 FXW_NOW, FXW_THETA, FXW_LT = 0, 1, 8
 WA_H0 = 3            # workload_aware: heap index of category w's queue in tier t is WA_H0 + 2 w + (t - 1)
+assert (MC.M_FAB, MC.M_USED0, MC.M_LEFT0, MC.M_LEFTN0, MC.K_ADM_HIT_FA, MC.K_ADM_HIT_STATE, MC.F_ADM, MC.F_HIT) == \
+    (M_FAB, M_USED0, M_LEFT0, M_LEFTN0, K_ADM_HIT_FA, K_ADM_HIT_STATE, 1, 2)
 # grow requests (bits of M[M_GROW])
 GROW_LOG = 1
 GROW_HEAP = (2, 4, 8)
@@ -153,6 +156,7 @@ GROW_GD = 256        # gandalf: a heap's entry table needs room (M_GD_ROOM rows)
 GROW_HINTS = 512     # gandalf, reuse=hints: its estimator's buffers need room
 GROW_REFIT = 1024    # gandalf, reuse=hints: its estimator's refit is due at this request's tick
 GROW_POP = 2048      # gandalf, reuse=population: its windows of references need room
+GROW_MC_TUNE = 4096  # marconi, alpha=auto: its alpha tuning is due at this request's tick (_marconi_eng)
 
 F_ADM, F_HIT = 1, 2
 F_OHIT = 4           # oracle_admission: this SSD copy served a reuse from the SSD (since it entered)
@@ -1399,6 +1403,9 @@ def _enter_many(S, t, ps):
                 PX[oa + p] = w
             _wa_push_a(hs, hp, hn, hcap, hoff, PX, oq, ok, t, w, p, stamp[p])
         return
+    if S.M[M_POLICY] == POLICY_MARCONI:
+        MC.mc_enter_many(S.PX, S.res, S.parent, t, ps)       # on the arrays (decision 141)
+        return
     for p in ps:
         _enter(S, t, p)
 
@@ -1415,6 +1422,8 @@ def _enter(S, t, p):
         _wa_enter(S, t, p)
     elif pol == POLICY_GANDALF:
         _gd_enter(S, t, p)
+    elif pol == POLICY_MARCONI:
+        MC.mc_enter(S.PX, S.res, S.parent, t, p)
     elif pol == POLICY_GANDALF_STRICT:
         # an FA copy entering DRAM without an SSD copy asks for its write (states never go to the SSD)
         if t == DRAM and (p & 1) == 0 and S.M[M_CAP2] > 0 and (S.res[p] & 4) == 0:
@@ -1443,6 +1452,8 @@ def _leave(S, t, p):
         _or_leave(S, t, p)
     elif S.M[M_POLICY] == POLICY_GANDALF:
         _gd_leave(S, t, p)
+    elif S.M[M_POLICY] == POLICY_MARCONI:
+        MC.mc_leave(S.PX, S.res[p], S.parent, t, p)
     else:
         _wa_leave(S, t, p)
 
@@ -1512,6 +1523,8 @@ def _on_access(S, path, h, r, q):
     """The policy's ``on_access`` (after the match, pins and touches, before the load)."""
     if S.M[M_POLICY] == POLICY_ORACLE:
         _or_access(S, path, r)
+    elif S.M[M_POLICY] == POLICY_MARCONI:
+        MC.mc_access(S.PX, path, r, S.M[M_SEQ])
     elif S.M[M_POLICY] == POLICY_WORKLOAD_AWARE:
         _wa_access(S, path, r, q)
     elif S.M[M_POLICY] == POLICY_ORACLE_ADM:
@@ -2338,7 +2351,8 @@ def _remove(S, t, p, close):
     S.M[M_LEFTN0 + t] += 1
     freed = sz
     oracle = S.M[M_POLICY] == POLICY_ORACLE
-    hooks = oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE or S.M[M_POLICY] == POLICY_GANDALF
+    hooks = (oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE or S.M[M_POLICY] == POLICY_GANDALF
+             or S.M[M_POLICY] == POLICY_MARCONI)
     if hooks:
         _leave(S, t, p)
     if t == SSD:
@@ -2366,7 +2380,10 @@ def _remove(S, t, p, close):
                         S.M[M_LEFTN0 + tt] += 1
                         if tt == t:
                             freed += qs
-                        if hooks:
+                        if hooks and S.M[M_POLICY] == POLICY_MARCONI:
+                            # remove_copy clears the STATE's bits tier by tier before each event
+                            MC.mc_leave(S.PX, np.uint8(sr & (7 ^ ((2 << tt) - 1))), S.parent, tt, q)
+                        elif hooks:
                             _leave(S, tt, q)
                         if tt == SSD:
                             _ssd_leave(S, q)
@@ -2375,6 +2392,8 @@ def _remove(S, t, p, close):
                 S.res[q] = 0
         if oracle:
             _or_leaf(S, t, c)
+        elif S.M[M_POLICY] == POLICY_MARCONI:
+            MC.mc_leaf(S.PX, S.res, S.dcnt, S.anchor, S.depth, S.flat, t, c)
         elif S.M[M_POLICY] == POLICY_GANDALF:
             one = np.empty(1, dtype=np.int64)
             one[0] = c
@@ -2480,54 +2499,63 @@ def _remove_many(S, t, ps, close):
                 was_in[nw] = p
                 nw += 1
     pol = S.M[M_POLICY]
-    hooks = pol == POLICY_ORACLE or pol == POLICY_WORKLOAD_AWARE or pol == POLICY_GANDALF
-    # the steps on the arrays alone (an inlined helper taking S costs each victim a reference count
-    # of every array of S); the copies that left a tier, in order, as events 4 * payload + tier for
-    # the policy's on_leave and the SSD's close, handed to _leave_events after the loop (neither
-    # reads what the loop writes, nor the loop what they write)
-    M, res, sb, depth = S.M, S.res, S.sb, S.depth
-    bit = _bit(t)
-    ev = np.empty(4 * len(ps), dtype=np.int64)
-    ne = 0
-    for p in ps:
-        r = res[p]
-        if (r & bit) == 0:
-            continue
-        now = r & ~bit
-        res[p] = now
-        c = p >> 1
-        sz = _psize_a(M, sb, depth, p)
-        M[M_USED0 + t] -= sz
-        M[M_LEFT0 + t] += sz
-        M[M_LEFTN0 + t] += 1
-        if t == SSD or (hooks and t != HBM):
-            ev[ne] = 4 * p + t
-            ne += 1
-        if p & 1:
-            continue
-        cs.append(c)
-        lost.append(now == 0)
-        if now == 0:
-            q = p | 1
-            sr = res[q]
-            if sr != 0:
-                qs = _psize_a(M, sb, depth, q)
-                for tt in range(3):
-                    if (sr & _bit(tt)) != 0:
-                        M[M_USED0 + tt] -= qs
-                        M[M_LEFT0 + tt] += qs
-                        M[M_LEFTN0 + tt] += 1
-                        if tt == SSD or (hooks and tt != HBM):
-                            ev[ne] = 4 * q + tt
-                            ne += 1
-                res[q] = 0
-    if ne:
-        _leave_events(S, ev[:ne], hooks, close)
+    if pol == POLICY_MARCONI:
+        # on the arrays (decision 141); the STATEs of the batch first, as remove_copies clears every
+        # listed copy before its events (a listed STATE's event sees its bits cleared; its FA's
+        # loss then finds it gone)
+        MC.mc_remove_many(S.M, S.K, S.PX, S.res, S.flags, S.sb, S.depth, S.parent, t, ps, close, cs, lost)
+    else:
+        hooks = pol == POLICY_ORACLE or pol == POLICY_WORKLOAD_AWARE or pol == POLICY_GANDALF
+        # the steps on the arrays alone (an inlined helper taking S costs each victim a reference count
+        # of every array of S); the copies that left a tier, in order, as events 4 * payload + tier for
+        # the policy's on_leave and the SSD's close, handed to _leave_events after the loop (neither
+        # reads what the loop writes, nor the loop what they write)
+        M, res, sb, depth = S.M, S.res, S.sb, S.depth
+        bit = _bit(t)
+        ev = np.empty(4 * len(ps), dtype=np.int64)
+        ne = 0
+        for p in ps:
+            r = res[p]
+            if (r & bit) == 0:
+                continue
+            now = r & ~bit
+            res[p] = now
+            c = p >> 1
+            sz = _psize_a(M, sb, depth, p)
+            M[M_USED0 + t] -= sz
+            M[M_LEFT0 + t] += sz
+            M[M_LEFTN0 + t] += 1
+            if t == SSD or (hooks and t != HBM):
+                ev[ne] = 4 * p + t
+                ne += 1
+            if p & 1:
+                continue
+            cs.append(c)
+            lost.append(now == 0)
+            if now == 0:
+                q = p | 1
+                sr = res[q]
+                if sr != 0:
+                    qs = _psize_a(M, sb, depth, q)
+                    for tt in range(3):
+                        if (sr & _bit(tt)) != 0:
+                            M[M_USED0 + tt] -= qs
+                            M[M_LEFT0 + tt] += qs
+                            M[M_LEFTN0 + tt] += 1
+                            if tt == SSD or (hooks and tt != HBM):
+                                ev[ne] = 4 * q + tt
+                                ne += 1
+                    res[q] = 0
+        if ne:
+            _leave_events(S, ev[:ne], hooks, close)
     if len(cs):
         _batch_anc(S, t, cs, lost, np.int64(-1))
         if S.M[M_POLICY] == POLICY_ORACLE:
             for c in cs:
                 _or_leaf(S, t, c)
+        elif S.M[M_POLICY] == POLICY_MARCONI:
+            for c in cs:
+                MC.mc_leaf(S.PX, S.res, S.dcnt, S.anchor, S.depth, S.flat, t, c)
         elif S.M[M_POLICY] == POLICY_GANDALF:
             _gd_removed(S, t, cs, lost)
     if keyed:
@@ -2585,7 +2613,7 @@ def _action(S, t):
     M = S.M
     if t == HBM:
         return DEMOTE if (M[M_CAP1] > 0 or M[M_CAP2] > 0) else DROP
-    if M[M_POLICY] == POLICY_ORACLE or M[M_POLICY] == POLICY_WORKLOAD_AWARE:
+    if M[M_POLICY] == POLICY_ORACLE or M[M_POLICY] == POLICY_WORKLOAD_AWARE or M[M_POLICY] == POLICY_MARCONI:
         return DECIDE       # per-victim actions (its own walk, _or_walk / _wa_walk, decides them)
     if M[M_POLICY] == POLICY_GANDALF:
         return DECIDE if t == DRAM else DROP     # per-victim actions from its own selection (_gd_select_dram)
@@ -2840,6 +2868,17 @@ def _drop_all(S, t, vict):
 
 
 @njit(cache=True)
+def _mc_select(S, t, need, vict, acts):
+    """marconi's selection in tier ``t`` (_marconi_eng.mc_walk); the shortfall in ``M[M_SHORT]``."""
+    M = S.M
+    ok, short = MC.mc_walk(S.PX, S.FX, S.res, S.stamp, S.pin, S.dcnt, S.dany, S.cred, S.cred_any, S.parent,
+                           S.depth, S.anchor, S.flat, S.sb, M[M_FAB], M[M_SEQ], M[M_CLOCK], t, need, vict, acts)
+    if not ok:
+        M[M_SHORT] = short
+    return ok
+
+
+@njit(cache=True)
 def _room_ssd(S, need):
     for _ in range(64):
         if need <= 0:
@@ -2854,6 +2893,8 @@ def _room_ssd(S, need):
             ok = _wa_walk(S, np.int64(SSD), need, vict, acts)
         elif S.M[M_POLICY] == POLICY_GANDALF:
             ok = _gd_select_ssd(S, need, vict)
+        elif S.M[M_POLICY] == POLICY_MARCONI:
+            ok = _mc_select(S, np.int64(SSD), need, vict, acts)
         else:
             ok = _walk(S, np.int64(SSD), need, act, vict, acts)
         if act == GATE:
@@ -2898,6 +2939,8 @@ def _room_dram(S, need):
             ok = _wa_walk(S, np.int64(DRAM), need, vict, acts)
         elif S.M[M_POLICY] == POLICY_GANDALF:
             ok = _gd_select_dram(S, need, vict, acts)
+        elif S.M[M_POLICY] == POLICY_MARCONI:
+            ok = _mc_select(S, np.int64(DRAM), need, vict, acts)
         else:
             ok = _walk(S, np.int64(DRAM), need, act, vict, acts)
         if not ok and act == GATE and S.M[M_CAP2] > 0:
@@ -2914,7 +2957,8 @@ def _room_dram(S, need):
         before = S.M[M_USED1]
         if act == DECIDE or act == GATE or oracle:
             # per-victim actions: the demotions first, then the drops still in DRAM (NodeSim._make_room)
-            if act == DECIDE and not (oracle or wa or gs or S.M[M_POLICY] == POLICY_GANDALF):
+            if act == DECIDE and not (oracle or wa or gs or S.M[M_POLICY] == POLICY_GANDALF
+                                      or S.M[M_POLICY] == POLICY_MARCONI):
                 _tally_dram(S, vict, acts)
             dem = [np.int64(0) for _ in range(0)]
             drp = [np.int64(0) for _ in range(0)]
@@ -3167,6 +3211,8 @@ def _step(S, path, counting, R, j, now):
         _lk_tick(S)
     elif M[M_POLICY] == POLICY_DYNAMIC_RANDOM:
         _dr_tick(S, now)
+    elif M[M_POLICY] == POLICY_MARCONI:
+        MC.mc_tick(S.PX, S.FX, S.res, S.dcnt, S.parent, S.depth, S.anchor, S.flat)
     elif M[M_POLICY] == POLICY_GANDALF:
         # (indexed here directly: through the inlined _gi helper, inside this inlined step, the store
         # was lost: numba 0.68, found by comparing with NUMBA_DISABLE_JIT)
@@ -3401,6 +3447,8 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
                 Q = _gi(S, GI_PQ)
                 if (Q[PQ_RT] + 1 > len(_gf(S, GF_PRT)) or Q[PQ_UT] + m > len(_gf(S, GF_PUT))):
                     M[M_GROW] |= GROW_POP
+        if M[M_POLICY] == POLICY_MARCONI and MC.mc_tune_due(S.PX, S.FX):
+            M[M_GROW] |= GROW_MC_TUNE
         if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > M[M_CAP_OUT]:
             M[M_GROW] |= GROW_OUT
         if 2 * M[M_AQMAX] > M[M_CAP_AQ]:
