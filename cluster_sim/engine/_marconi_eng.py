@@ -76,32 +76,31 @@ def _psize(fab, sb, depth, p):
     return sb[depth[p >> 1]] if p & 1 else fab
 
 
-@njit(cache=True)
-def _dirty(PX, t, c):
-    """``dirty[t].append(c)``: counted as the reference's list grows, marked once per flush."""
+@njit(cache=True, inline="always")
+def _mark(PX, t, c, o_mark, o_list, h_n):
+    """Append ``c`` to tier ``t``'s list at ``PX[o_list]`` (its length at ``PX[h_n + t - 1]``), counted as the
+    reference's list grows (``H_CNT1``) and marked once per flush in ``PX[o_mark]``."""
     i = t - 1
     PX[H_CNT1 + i] += 1
     U = PX[H_U]
-    o = PX[O_DMARK] + i * U + c
+    o = PX[o_mark] + i * U + c
     g = PX[H_GEN1 + i]
     if PX[o] != g:
         PX[o] = g
-        PX[PX[O_DLIST] + i * U + PX[H_ND1 + i]] = c
-        PX[H_ND1 + i] += 1
+        PX[PX[o_list] + i * U + PX[h_n + i]] = c
+        PX[h_n + i] += 1
+
+
+@njit(cache=True)
+def _dirty(PX, t, c):
+    """``dirty[t].append(c)``."""
+    _mark(PX, t, c, O_DMARK, O_DLIST, H_ND1)
 
 
 @njit(cache=True)
 def _dirty_enter(PX, t, c):
     """``dirty_enter[t].append(c)``."""
-    i = t - 1
-    PX[H_CNT1 + i] += 1
-    U = PX[H_U]
-    o = PX[O_EMARK] + i * U + c
-    g = PX[H_GEN1 + i]
-    if PX[o] != g:
-        PX[o] = g
-        PX[PX[O_ELIST] + i * U + PX[H_NE1 + i]] = c
-        PX[H_NE1 + i] += 1
+    _mark(PX, t, c, O_EMARK, O_ELIST, H_NE1)
 
 
 @njit(cache=True)
