@@ -16,6 +16,11 @@ chunks, DRAM 26 GB, SSD 263 GB, the hardware's HBM) for ``--policies`` (``all``:
 
     python scripts/bench_policies.py --issue-run --policies all --repeat 3
 
+Beside each policy's speed it prints the bytes of simulator state it holds per tracked chunk
+after the whole replay, on the compiled engine (``CompiledNode.state_bytes``: the engine's
+per-chunk arrays, chunk table, touch log and heaps, plus the policy's own arrays), measured on
+one more replay of the same stream.
+
 ``--study-points`` times points of the paper's study (conf/experiment/paper_points) once each on
 its main whole-WEKA setting (``experiment=paper_weka``: Poisson arrivals, Kimi Linear, 512-token
 chunks, DRAM 1% and SSD 10% of the working set, the whole trace), the trace loaded once, and
@@ -27,6 +32,8 @@ from __future__ import annotations
 
 import argparse
 import time
+
+import numpy as np
 
 import cluster_sim
 from cluster_sim.api import prepare
@@ -106,7 +113,23 @@ def main():
             ratio = f"{best[0] / ref:5.2f}x lru" if ref else ""
             if best[3] > 1 and ref:     # a hindsight construction: its time covers every replay
                 ratio += f"  ({best[3]} replays: {best[0] * best[3] / ref:4.2f}x lru per replay)"
-            print(f"  {spec:40s} {best[0]:>10,.0f} refs/s  (run {best[1]:6.1f} s, miss {best[2]:.4f})  {ratio}")
+            print(f"  {spec:40s} {best[0]:>10,.0f} refs/s  (run {best[1]:6.1f} s, miss {best[2]:.4f}, "
+                  f"{state_per_chunk(trace, cfg)})  {ratio}")
+
+
+def state_per_chunk(trace, cfg) -> str:
+    """The compiled node's simulator state per tracked chunk after replaying the whole stream on one
+    node: the engine's part and the policy's own arrays, in bytes ("" on the interpreted engine)."""
+    from cluster_sim.fleet import NodeRunner
+
+    runner = NodeRunner(trace, SimConfig.from_mapping(cfg), 0, future_idx=np.arange(trace.n_requests))
+    if runner.engine != "numba":
+        return "state: interpreted engine"
+    runner.run(np.arange(trace.n_requests))
+    b = runner.node.state_bytes()
+    n = max(b["chunks"], 1)
+    eng = b["per_chunk_arrays"] + b["chunk_table"] + b["touch_log"] + b["heaps"]
+    return f"state {eng / n:.0f} + {b['policy_arrays'] / n:.0f} B/chunk"
 
 
 def study_points(points):

@@ -506,27 +506,6 @@ def _pool_more(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr):
 
 
 @njit(cache=True)
-def _pool_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr, short):
-    total_b = 0
-    total_v = 0.0
-    i = pst[0]
-    shadow = F[F_SHADOW]
-    while total_b < short:
-        if i >= len(items) and not _pool_more(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr):
-            if shadow and total_b > 0:
-                v, b, _ = items[i - 1]
-                return total_v + (short - total_b) * v / b, short
-            return _INF, 0
-        v, b, _ = items[i]
-        if shadow:
-            return (v / b) * short, short
-        total_b += b
-        total_v += v
-        i += 1
-    return total_v, total_b
-
-
-@njit(cache=True)
 def _pool_consume(items, pst, vbytes):
     got = 0
     while got < vbytes and pst[0] < len(items):
@@ -536,30 +515,11 @@ def _pool_consume(items, pst, vbytes):
 
 @njit(cache=True, inline="always")
 def _move_load(S, P, F, p, now):
-    """The load part of J_move (its whole cost with a valid SSD copy), in _move_cost's terms."""
+    """The load part of J_move (its whole cost with a valid SSD copy), as GandalfPolicy._move_cost
+    computes it."""
     sz = S[3][p]
     e = e_hits(S, P, F, p, now)
     return e * P[A_G] * (_ld_ssd(P, sz) - sz / P[A_HOST])
-
-
-@njit(cache=True)
-def _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr, p, ssd_free):
-    """(J_move/S, fee, L_vict, victim bytes) with the SSD as tentatively changed."""
-    sz = S[3][p]
-    e = e_hits(S, P, F, p, now)
-    load = e * P[A_G] * (_ld_ssd(P, sz) - sz / P[A_HOST])
-    if C[0][p] & IN_SSD:
-        return load / sz, 0.0, 0.0, 0
-    f = fee(C, S, P, p)
-    if f == _INF:
-        return _INF, f, 0.0, 0
-    short = int(sz) - ssd_free
-    if short <= 0:
-        return (f + load) / sz, f, 0.0, 0
-    lv, vb = _pool_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr, short)
-    if lv == _INF:
-        return _INF, f, lv, 0
-    return (f + lv + load) / sz, f, lv, vb
 
 
 # ---------------------------------------------------------------------------- DRAM selection
@@ -643,6 +603,7 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
     tau = P[A_TAU]
     tnow = now / tau
     has_ssd = F[F_HASSSD]
+    shadow = F[F_SHADOW]
     cur = F[F_CUR]
     sz_of = S[3]
     k0 = K.copy()
@@ -672,11 +633,54 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
         pv = 0
         if mok == 1:
             if res[p] & IN_SSD:
-                # a free move (most of them): _move_cost's first return, without passing it the
-                # victim pool (every call counts references of its lists)
+                # a free move (most of them): GandalfPolicy._move_cost's first return
                 jm = _move_load(S, P, F, p, now) / sz
             else:
-                jm, pf, pl, pv = _move_cost(C, S, P, F, HS, TS, gs, now, items, popped, pst, jrs, p, ssd_free)
+                # GandalfPolicy._move_cost and the victim pool's cost, written out here (the same
+                # expressions in the same order): a call would pass ~30 arrays and lists, each
+                # counted in and out; only the pool's growth (_pool_more, once per SSD victim it
+                # weighs) stays a call
+                load = _move_load(S, P, F, p, now)
+                pf = fee(C, S, P, p)
+                if pf == _INF:
+                    jm = _INF
+                else:
+                    short = int(sz) - ssd_free
+                    if short <= 0:
+                        jm = (pf + load) / sz
+                    else:
+                        total_b = 0
+                        total_v = 0.0
+                        i = pst[0]
+                        pl = _INF
+                        pv = -1
+                        while total_b < short:
+                            if i >= len(items) and not _pool_more(C, S, P, F, HS, TS, gs, now, items, popped,
+                                                                  pst, jrs):
+                                if shadow and total_b > 0:
+                                    v, b, _ = items[i - 1]
+                                    pl = total_v + (short - total_b) * v / b
+                                    pv = short
+                                else:
+                                    pl = _INF
+                                    pv = 0
+                                break
+                            v, b, _ = items[i]
+                            if shadow:
+                                pl = (v / b) * short
+                                pv = short
+                                break
+                            total_b += b
+                            total_v += v
+                            i += 1
+                        if pv < 0:
+                            pl = total_v
+                            pv = total_b
+                        if pl == _INF:
+                            jm = _INF
+                            pv = 0
+                        else:
+                            jm = (pf + pl + load) / sz
             jm_none = False
         free_move = (not jm_none) and jm != _INF and pf == 0.0 and pl == 0.0
         best = jd if (jm_none or jd <= jm) else jm
@@ -876,50 +880,38 @@ def select_ssd_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
 # (CacheState delivers one call per batch): the same heap pushes, with the same keys, in the
 # same order as the per-event methods of GandalfPolicy. Pushes go straight into the heaps (the
 # caller flushes their queues first, so the order of every heap's changes is kept).
-@njit(cache=True)
-def h_push_many(store, kver, kkey, mem, meta, items, keys, n):
-    """h_push (no journal) of ``items[:n]`` with ``keys[:n]``, in order, holding the entry table
-    (a push through h_push fetches it from the list and counts references each time)."""
-    E = store[0]
-    Eb = _b(E)
-    for i in range(n):
-        if meta[M_LEN] == Eb.shape[0]:
-            E = _with_room(store, meta)
-            Eb = _b(E)
-        _push_at(Eb, kver, kkey, mem, meta, items[i], keys[i])
-    return E.shape[0]
+@njit(cache=True, inline="always")
+def _table(store, meta, E):
+    """The entry table with room for one more row: ``E`` (store[0], held by the caller) or store[0]
+    grown, and its borrowed view."""
+    if meta[M_LEN] == E.shape[0]:
+        E = _with_room(store, meta)
+    return E
 
 
 @njit(cache=True)
 def _enter(C, S, P, F, HC, HS, tier, now, ps):
+    """on_enter(tier, p) of each of ``ps``: each push made as its key is computed (keys do not read
+    the heaps, the two heaps are apart, and the payloads are distinct: no push changes a later
+    test), so each heap sees the pushes of the per-payload calls, in their order."""
     res = C[0]
     dcd = C[7]
     cs, ckv, ckk, cmem, cmeta = HC
     ss, skv, skk, smem, smeta = HS
-    n = len(ps)
-    ci = np.empty(n, dtype=np.int64)
-    ck = np.empty(n)
-    si = np.empty(n, dtype=np.int64)
-    sk = np.empty(n)
-    nc = 0
-    ns = 0
-    for i in range(n):                      # the payloads are distinct: no push changes a later test
+    Ec = cs[0]
+    Es = ss[0]
+    for i in range(len(ps)):
         p = ps[i]
         if tier == 2:                       # SSD
-            si[ns] = p
-            sk[ns] = ssd_key(C, S, P, F, p, now)
-            ns += 1
+            Es = _table(ss, smeta, Es)
+            _push_at(_b(Es), skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
             continue
         if tier == 1 and (is_state(p) or dcd[chunk_of(p)] == 0):
-            ci[nc] = p
-            ck[nc] = cand_key(C, S, P, F, p, now)
-            nc += 1
+            Ec = _table(cs, cmeta, Ec)
+            _push_at(_b(Ec), ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
         if res[p] & IN_SSD and not smem[p]:
-            si[ns] = p
-            sk[ns] = ssd_key(C, S, P, F, p, now)
-            ns += 1
-    h_push_many(cs, ckv, ckk, cmem, cmeta, ci, ck, nc)
-    h_push_many(ss, skv, skk, smem, smeta, si, sk, ns)
+            Es = _table(ss, smeta, Es)
+            _push_at(_b(Es), skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
 
 
 @njit(cache=True)
@@ -939,73 +931,52 @@ def _enter_one(C, S, P, F, HC, HS, tier, now, p):
 
 @njit(cache=True)
 def _push_one(store, kver, kkey, mem, meta, item, key):
-    """h_push_many of one item (no journal, no buffers)."""
+    """A push of one item (no journal, no buffers)."""
     _push_at(_with_room(store, meta), kver, kkey, mem, meta, item, key)
 
 
 @njit(cache=True)
 def _leaf_events(C, S, P, F, HC, HS, dram, now, kinds, nodes):
+    """The leaf events in order, each push made at once (as in _enter: keys do not read the heaps,
+    and a payload's membership, set by its push, is what a later event tests)."""
     res = C[0]
     dcd = C[7]
     cs, ckv, ckk, cmem, cmeta = HC
     ss, skv, skk, smem, smeta = HS
-    n = len(kinds)
-    ci = np.empty(n, dtype=np.int64)
-    ck = np.empty(n)
-    si = np.empty(n, dtype=np.int64)
-    sk = np.empty(n)
-    nc = 0
-    ns = 0
-    # membership is what later events test: it is set at once, the pushes follow in order
-    for i in range(n):
+    Ec = cs[0]
+    Es = ss[0]
+    for i in range(len(kinds)):
         p = fa_of(nodes[i])
         if kinds[i] == 0:                   # on_leaf(tier, c)
             if dram and res[p] & IN_DRAM and not cmem[p]:
-                cmem[p] = 1
-                ci[nc] = p
-                ck[nc] = cand_key(C, S, P, F, p, now)
-                nc += 1
+                Ec = _table(cs, cmeta, Ec)
+                _push_at(_b(Ec), ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
         else:                               # on_global_leaf(c)
             r = res[p]
             if r & IN_DRAM and not cmem[p] and dcd[nodes[i]] == 0:
-                cmem[p] = 1
-                ci[nc] = p
-                ck[nc] = cand_key(C, S, P, F, p, now)
-                nc += 1
+                Ec = _table(cs, cmeta, Ec)
+                _push_at(_b(Ec), ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
             if r & IN_SSD and not smem[p]:
-                smem[p] = 1
-                si[ns] = p
-                sk[ns] = ssd_key(C, S, P, F, p, now)
-                ns += 1
-    h_push_many(cs, ckv, ckk, cmem, cmeta, ci, ck, nc)
-    h_push_many(ss, skv, skk, smem, smeta, si, sk, ns)
+                Es = _table(ss, smeta, Es)
+                _push_at(_b(Es), skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
 
 
 @njit(cache=True)
 def _rekey_push(C, S, P, F, HC, HS, now, ps):
-    """_rekey: every payload of ``ps`` in a heap is pushed again with its current key (keys
-    do not read the heaps, and a member stays one: the order of the pushes is all that counts)."""
+    """_rekey: every payload of ``ps`` in a heap is pushed again with its current key, at once (keys
+    do not read the heaps, and a member stays one: each heap sees its pushes in order)."""
     cs, ckv, ckk, cmem, cmeta = HC
     ss, skv, skk, smem, smeta = HS
-    n = len(ps)
-    ci = np.empty(n, dtype=np.int64)
-    ck = np.empty(n)
-    si = np.empty(n, dtype=np.int64)
-    sk = np.empty(n)
-    nc = 0
-    ns = 0
-    for i in range(n):
+    Ec = cs[0]
+    Es = ss[0]
+    for i in range(len(ps)):
         p = ps[i]
         if cmem[p]:
-            ci[nc] = p
-            ck[nc] = cand_key(C, S, P, F, p, now)
-            nc += 1
+            Ec = _table(cs, cmeta, Ec)
+            _push_at(_b(Ec), ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
         if smem[p]:
-            si[ns] = p
-            sk[ns] = ssd_key(C, S, P, F, p, now)
-            ns += 1
-    h_push_many(cs, ckv, ckk, cmem, cmeta, ci, ck, nc)
-    h_push_many(ss, skv, skk, smem, smeta, si, sk, ns)
+            Es = _table(ss, smeta, Es)
+            _push_at(_b(Es), skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
 
 
 @njit(cache=True)

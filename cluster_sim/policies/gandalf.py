@@ -135,13 +135,14 @@ class GandalfPolicy(Policy):
         st = self.st
         n2 = len(st.res)
         U = n2 // 2
-        # per-payload statistics as Python lists: scalar reads are on the hot path
-        self.t_first = [_NAN] * n2
-        self.t_last = [_NAN] * n2
-        self.hits = [0] * n2
-        self.sz = [float(x) for x in st.size.tolist()]
         self._jit = _load_jit(self.engine, self.announce_compile) if self.placement != "strict" else None
-        if self._jit is not None:
+        if self._jit is None:
+            # per-payload statistics as Python lists: scalar reads are on the hot path
+            self.t_first = [_NAN] * n2
+            self.t_last = [_NAN] * n2
+            self.hits = [0] * n2
+            self.sz = [float(x) for x in st.size.tolist()]
+        else:
             # the compiled engine keeps the statistics in arrays (the kernels read them; the
             # interpreted methods read them too, with the same values as the lists)
             self._tf_a = np.full(n2, _NAN)

@@ -317,7 +317,9 @@ class HintsReuse(_EventReuse):
         open_ = np.flatnonzero(~np.isnan(self.start))
         O = np.zeros((K, _NB))
         if len(open_):
-            np.add.at(O, (self.cls[open_], age_bin(now - self.start[open_])), 1.0)
+            # a count per (class, bin): np.add.at of 1.0 each, as one bincount (exact: integers)
+            flat = self.cls[open_].astype(np.int64) * _NB + age_bin(now - self.start[open_])
+            O += np.bincount(flat, minlength=K * _NB).reshape(K, _NB)
         D = self.D
         ended = D + self.C + O
         at_risk = np.cumsum(ended[:, ::-1], axis=1)[:, ::-1]        # references of age >= bin start
