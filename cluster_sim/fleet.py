@@ -428,9 +428,12 @@ def floors(trace, cfg, assign) -> tuple[list[tuple[float, float]], tuple[float, 
     out = []
     for k, idx in enumerate(shares(assign, cfg.fleet.nodes)):
         cost = CostModel.of(cfg.model, cfg.hardware_for_node(k))
-        sub = trace.subset(idx) if cfg.fleet.nodes > 1 else trace
-        out.append(floor_pass(sub.offsets, sub.flat, sub.n_chunks, sub.input_tokens, sub.counted, cfg.model,
-                              trace.chunk_tokens, cost))
+        if cfg.fleet.nodes > 1:
+            offs, flat = trace.stream(idx)          # the node's stream (a subset's other columns unused)
+            tokens, counted = trace.input_tokens[idx], trace.counted[idx]
+        else:
+            offs, flat, tokens, counted = trace.offsets, trace.flat, trace.input_tokens, trace.counted
+        out.append(floor_pass(offs, flat, trace.n_chunks, tokens, counted, cfg.model, trace.chunk_tokens, cost))
     if cfg.fleet.nodes == 1:
         return out, out[0]
     whole = floor_pass(trace.offsets, trace.flat, trace.n_chunks, trace.input_tokens, trace.counted, cfg.model,

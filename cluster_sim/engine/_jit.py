@@ -3471,14 +3471,17 @@ def finish_ssd(S):
     """Close the run: SSD copies still resident count as hit iff they served a reuse."""
     hit_fa = 0
     hit_state = 0
-    for p in range(len(S.res)):
-        if (S.res[p] & 4) != 0:
-            f = S.flags[p]
+    # the arrays bound once: a field read inside the loop counts a reference in and out per read
+    # (decision 141), which made this loop 12 ns per payload
+    res, flags = borrow(S.res), borrow(S.flags)
+    for p in range(len(res)):
+        if (res[p] & 4) != 0:
+            f = flags[p]
             if (f & F_ADM) != 0 and (f & F_HIT) != 0:
                 if p & 1:
                     hit_state += 1
                 else:
                     hit_fa += 1
-            S.flags[p] &= ~np.uint8(F_ADM)
+            flags[p] = f & ~np.uint8(F_ADM)
     S.K[K_ADM_HIT_FA] += hit_fa
     S.K[K_ADM_HIT_STATE] += hit_state

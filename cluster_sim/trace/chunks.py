@@ -86,8 +86,8 @@ class ChunkedTrace:
     def path(self, i: int) -> np.ndarray:
         return self.flat[self.offsets[i]:self.offsets[i + 1]]
 
-    def subset(self, idx: np.ndarray) -> "ChunkedTrace":
-        """The requests ``idx`` (in that order) over the same chunk id space."""
+    def stream(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, flat)`` of the requests ``idx`` (in that order), over the same chunk ids."""
         idx = np.asarray(idx, dtype=np.int64)
         lens = (self.offsets[1:] - self.offsets[:-1])[idx]
         offs = np.zeros(len(idx) + 1, dtype=np.int64)
@@ -98,6 +98,13 @@ class ChunkedTrace:
             flat = self.flat[gather]
         else:
             flat = self.flat[:0]
+        return offs, flat
+
+    def subset(self, idx: np.ndarray) -> "ChunkedTrace":
+        """The requests ``idx`` (in that order) over the same chunk id space."""
+        idx = np.asarray(idx, dtype=np.int64)
+        offs, flat = self.stream(idx)
+        lens = np.diff(offs)
         # anchors must point into the new flat: recompute from the subset's own first appearances
         anchor = np.full(self.n_chunks, -1, dtype=self.anchor.dtype)
         pos = np.arange(len(flat), dtype=np.int64)
