@@ -310,8 +310,11 @@ def _actor_class():
     class NodeGroup:
         """Hosts some of the fleet's nodes in one actor process."""
 
-        def __init__(self, trace, cfg, nodes: list, futures: dict, record_events: bool, fail: dict):
-            self.runners = {k: NodeRunner(trace, cfg, k, futures.get(k), record_events, fail.get(k), hard_fail=True)
+        def __init__(self, trace, cfg, nodes: list, futures: dict, record_events: bool, fail: dict,
+                     shares: dict | None = None):
+            shares = shares or {}
+            self.runners = {k: NodeRunner(trace, cfg, k, futures.get(k), record_events, fail.get(k), hard_fail=True,
+                                          share=shares.get(k))
                             for k in nodes}
             # this process's kernels, loaded (or compiled) while the fleet is set up, as the driver
             # does before its clock starts: loading them is not simulation time
@@ -369,7 +372,7 @@ def place(loads, workers: int) -> list[int]:
 class RayNodes:
     """The Ray backend behind the same interface as ``fleet.InProcessNodes``."""
 
-    def __init__(self, trace, cfg, futures, record_events, fail, loads=None):
+    def __init__(self, trace, cfg, futures, record_events, fail, loads=None, shares=None):
         ray = ensure_ray(cfg.fleet.ray_address, "fleet.ray_address",
                          (cfg.raw.get("ray") or {}).get("ship_package", "auto"))
         self.ray = ray
@@ -385,8 +388,9 @@ class RayNodes:
         for j in range(w):
             mine = [i for i in range(k) if self.where[i] == j]
             fut = {i: futures[i] for i in mine} if futures else {}
+            shr = {i: shares[i] for i in mine} if shares else None
             self.actors.append(cls.remote(trace_ref, cfg, mine, fut, record_events,
-                                          {i: e for i, e in fail.items() if i in mine}))
+                                          {i: e for i, e in fail.items() if i in mine}, shr))
         try:
             pids = ray.get([a.pid.remote() for a in self.actors])
         except Exception as e:  # noqa: BLE001 - surfaced as one clear error
@@ -395,8 +399,8 @@ class RayNodes:
 
     @classmethod
     def factory(cls, cfg):
-        return lambda trace, c, futures, record_events, fail, loads=None: cls(trace, c, futures, record_events,
-                                                                              fail, loads)
+        return lambda trace, c, futures, record_events, fail, loads=None, shares=None: cls(
+            trace, c, futures, record_events, fail, loads, shares)
 
     def submit(self, k: int, idx: np.ndarray, epoch: int):
         return (epoch, self.actors[self.where[k]].run.remote(k, idx, epoch))

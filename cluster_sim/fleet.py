@@ -59,9 +59,14 @@ class NodeRunner:
     """One serving node: its tiers, its cache manager, and the requests routed to it."""
 
     def __init__(self, trace, cfg, node_index: int, future_idx: np.ndarray | None = None,
-                 record_events: bool = False, fail_at_epoch: int | None = None, hard_fail: bool = False):
+                 record_events: bool = False, fail_at_epoch: int | None = None, hard_fail: bool = False,
+                 share: np.ndarray | None = None):
+        """``share``: every trace request this node will be given (ascending), when routing runs
+        ahead. The compiled engine then replays them on the share's own chunk table
+        (``ChunkedTrace.localize``): arrays sized to the node's chunks, not the fleet's."""
         self.trace = trace
         self.cfg = cfg
+        self._share = None
         self.k = node_index
         hw = cfg.hardware_for_node(node_index)
         policy = make_policy(cfg.policy.name, _policy_params(cfg))     # the node's one policy
@@ -71,6 +76,14 @@ class NodeRunner:
         self.series: list[tuple[np.ndarray, ...]] = []
         self._future_idx = future_idx
         if self.engine == "numba":
+            if share is not None and len(share):
+                # the node's own chunks only, ids in the trace's order: the same results (decision 146)
+                share = np.asarray(share, dtype=np.int64)
+                trace, _ = trace.localize(share)
+                self._share = share
+                if future_idx is not None:
+                    future_idx = self._local(future_idx)
+            self.local_trace = trace
             # the compiled request step (cluster_sim.engine): the same results as NodeSim
             self.node = engines.CompiledNode(trace.parent, trace.depth, trace.anchor, trace.flat, trace.chunk_tokens,
                                              cfg.model, hw, policy.name, node_index=node_index,
@@ -140,12 +153,21 @@ class NodeRunner:
             self._hindsight_passes()
         if self.engine == "numba":
             idx = np.asarray(idx, dtype=np.int64)
-            self.series.append((idx, *self.node.replay(self.trace, idx)))
+            mine = idx if self._share is None else self._local(idx)
+            self.series.append((idx, *self.node.replay(self.local_trace, mine)))
             return None
         self.series.append(self._replay(self.node, idx))
         if self.node.st.record_events:
             return self.node.st.take_events()
         return None
+
+    def _local(self, idx: np.ndarray) -> np.ndarray:
+        """The positions in the node's share of the trace requests ``idx`` (all of them in it)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        at = np.searchsorted(self._share, idx)
+        if len(idx) and (at[-1] >= len(self._share) or not np.array_equal(self._share[np.minimum(at, len(self._share) - 1)], idx)):
+            raise ValueError(f"node {self.k} was given requests outside its share")
+        return at
 
     def run_span(self, idx: np.ndarray, epochs: np.ndarray, tick=None, block: int | None = None) -> int:
         """Many epochs at once (no feedback, ``fleet.sync=none``): the requests ``idx`` (in trace
@@ -263,9 +285,10 @@ class InProcessNodes:
     actor_processes = 0
     workers = 0
 
-    def __init__(self, trace, cfg, futures, record_events, fail, loads=None):
+    def __init__(self, trace, cfg, futures, record_events, fail, loads=None, shares=None):
         self.runners = [NodeRunner(trace, cfg, k, futures[k] if futures else None, record_events,
-                                   fail.get(k)) for k in range(cfg.fleet.nodes)]
+                                   fail.get(k), share=shares[k] if shares else None)
+                        for k in range(cfg.fleet.nodes)]
 
     def submit(self, k: int, idx: np.ndarray, epoch: int):
         return self.runners[k].run(idx, epoch)
@@ -352,7 +375,7 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
     if not sync and n:
         loads = np.bincount(assign, weights=np.diff(trace.offsets)[:n], minlength=k)
     setup_t = time.perf_counter()
-    nodes = (backend_factory or InProcessNodes)(trace, cfg, futures, sync, fail, loads=loads)
+    nodes = (backend_factory or InProcessNodes)(trace, cfg, futures, sync, fail, loads=loads, shares=parts)
     setup = time.perf_counter() - setup_t
     from .jit_timing import start as compile_timer
     jit = compile_timer()          # numba compiling a kernel on first use is not simulation time

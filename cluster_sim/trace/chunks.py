@@ -104,25 +104,57 @@ class ChunkedTrace:
         """The requests ``idx`` (in that order) over the same chunk id space."""
         idx = np.asarray(idx, dtype=np.int64)
         offs, flat = self.stream(idx)
-        lens = np.diff(offs)
-        # anchors must point into the new flat: recompute from the subset's own first appearances
-        anchor = np.full(self.n_chunks, -1, dtype=self.anchor.dtype)
-        pos = np.arange(len(flat), dtype=np.int64)
-        req = np.repeat(np.arange(len(idx), dtype=np.int64), lens)
-        k = pos - offs[:-1][req] if len(flat) else pos
-        first = np.full(self.n_chunks, len(flat), dtype=np.int64)
-        np.minimum.at(first, flat, pos)
-        seen = first < len(flat)
-        anchor[seen] = first[seen] - k[first[seen]]
+        anchor = _anchors(offs, flat, self.n_chunks, self.anchor.dtype)
+        return self._requests(idx, offs, flat, self.parent, self.depth, anchor, self.chunk_hash)
+
+    def localize(self, idx: np.ndarray) -> tuple["ChunkedTrace", np.ndarray]:
+        """The requests ``idx`` (in that order) over their own chunks only, and each local chunk's
+        id in this trace (``gids``, ascending). Local ids keep the order of the trace's ids, so
+        every comparison of two ids, and every table sized by the chunks, reads the same: a node
+        that replays its share on the local trace gives the results it gives on the whole one,
+        with chunk tables sized to its own chunks rather than the fleet's (decision 146). Every
+        chunk's parent is in the share (a request names its whole prefix)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        offs, flat = self.stream(idx)
+        seen = np.zeros(self.n_chunks, dtype=bool)
+        seen[flat] = True
+        gids = np.flatnonzero(seen)
+        dt = self.flat.dtype
+        local = np.cumsum(seen, dtype=np.int64) - 1            # global id -> local id (where seen)
+        del seen
+        par = self.parent[gids]
+        lpar = np.where(par >= 0, local[np.maximum(par, 0)], -1).astype(self.parent.dtype)
+        lflat = local[flat].astype(dt)
+        del local
+        anchor = _anchors(offs, lflat, len(gids), self.anchor.dtype)
+        return self._requests(idx, offs, lflat, lpar, self.depth[gids], anchor, self.chunk_hash[gids]), gids
+
+    def _requests(self, idx, offs, flat, parent, depth, anchor, chunk_hash) -> "ChunkedTrace":
+        """The requests ``idx`` with the given stream and chunk table."""
         return ChunkedTrace(
             chunk_tokens=self.chunk_tokens, block_tokens=self.block_tokens, source=self.source,
             arrival_s=self.arrival_s[idx], request_id=self.request_id[idx], session_id=self.session_id[idx],
             category=None if self.category is None else [self.category[i] for i in idx],
             turn=self.turn[idx], input_tokens=self.input_tokens[idx], output_tokens=self.output_tokens[idx],
-            offsets=offs, flat=flat, parent=self.parent, depth=self.depth, anchor=anchor,
-            chunk_hash=self.chunk_hash, counted=self.counted[idx], stop_reason=self.stop_reason[idx],
+            offsets=offs, flat=flat, parent=parent, depth=depth, anchor=anchor,
+            chunk_hash=chunk_hash, counted=self.counted[idx], stop_reason=self.stop_reason[idx],
             think_time_s=self.think_time_s[idx], api_time_s=self.api_time_s[idx], agent=self.agent[idx],
         )
+
+
+def _anchors(offs: np.ndarray, flat: np.ndarray, n_chunks: int, dtype) -> np.ndarray:
+    """``anchor`` of a stream (``ChunkedTrace``): where each chunk's ancestors stand in ``flat``,
+    from its first appearance; -1 for a chunk the stream never names."""
+    lens = np.diff(offs)
+    anchor = np.full(n_chunks, -1, dtype=dtype)
+    pos = np.arange(len(flat), dtype=np.int64)
+    req = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+    k = pos - offs[:-1][req] if len(flat) else pos
+    first = np.full(n_chunks, len(flat), dtype=np.int64)
+    np.minimum.at(first, flat, pos)
+    seen = first < len(flat)
+    anchor[seen] = first[seen] - k[first[seen]]
+    return anchor
 
 
 def _grouping(table: pa.Table, chunk_tokens: int) -> tuple[int, int, np.ndarray]:
