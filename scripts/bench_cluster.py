@@ -60,6 +60,22 @@ def router_cost(trace, base: list[str], nodes: int, router: str) -> float:
     return (time.perf_counter() - t) / n
 
 
+def share_chunks(trace, base: list[str], nodes: int) -> np.ndarray:
+    """Chunks each node's share touches under ``fleet.sync=none`` routing (what a node sizes its
+    state to on the compiled engine, decision 146)."""
+    from cluster_sim.router import make_router
+
+    cfg = SimConfig.from_mapping(cluster_sim.compose(base + [f"fleet.nodes={nodes}"]))
+    hw = [cfg.hardware_for_node(i) for i in range(nodes)]
+    assign = make_router(trace, cfg.fleet, cfg.seed, cfg.model, hw).route_ahead()
+    out = np.zeros(nodes, dtype=np.int64)
+    for k in range(nodes):
+        share = np.flatnonzero(assign == k)
+        if len(share):
+            out[k] = len(np.unique(trace.stream(share)[1]))
+    return out
+
+
 def call_cost(calls: int = 3000) -> float:
     from cluster_sim.distributed import ensure_ray
 
@@ -135,6 +151,11 @@ def main():
     for router in ("round_robin", "session_affinity", "least_loaded", "kv_aware"):
         costs = [router_cost(trace, base, k, router) for k in (64, 1000)]
         print(f"router {router:17s} {costs[0] * 1e6:8.2f} us/request at 64 nodes, {costs[1] * 1e6:8.2f} at 1,000")
+
+    for k in (16, 64, 1000):
+        c = share_chunks(trace, base, k)
+        print(f"chunks of a node's share ({cfg0.fleet.router}, {k} nodes): median {np.median(c):,.0f}, "
+              f"max {c.max():,}, sum over nodes {c.sum():,} ({c.sum() / max(trace.n_chunks, 1):.2f}x the trace's)")
 
     dt = call_cost()
     print(f"ray actor call (40 int64 indices, result None): {dt * 1e6:.0f} us per call, pipelined, on this machine")
