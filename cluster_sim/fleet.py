@@ -76,6 +76,8 @@ class NodeRunner:
         self.series: list[tuple[np.ndarray, ...]] = []
         self._future_idx = future_idx
         if self.engine == "numba":
+            if share is not None and len(share) == trace.n_requests:
+                share = None        # the whole trace (a single node): its own table already
             if share is not None and len(share):
                 # the node's own chunks only, ids in the trace's order: the same results (decision 146)
                 share = np.asarray(share, dtype=np.int64)

@@ -18,6 +18,8 @@ tracemalloc peak of a replay divided by the chunks tracked.
     python scripts/bench.py                 # default trace, and Mooncake when ../shared/traces exists
     python scripts/bench.py --repeat 3
     python scripts/bench.py --only-mooncake --weka   # the issue's Mooncake and whole-WEKA figures
+                                                     # (WEKA on the compiled engine; --weka-python adds
+                                                     # the interpreted one, ~75 s plus a slow tracemalloc pass)
 """
 from __future__ import annotations
 
@@ -153,6 +155,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--weka", action="store_true", help="also the whole WEKA v8 three-tier hybrid run")
     ap.add_argument("--only-mooncake", action="store_true", help="skip the bundled trace")
+    ap.add_argument("--weka-python", action="store_true",
+                    help="also run the whole WEKA trace on the interpreted engine (about 75 s, and many "
+                         "minutes more for its tracemalloc pass)")
     args = ap.parse_args()
     llama = load_model("llama3_1_70b")
     # bundled default: 256-token chunks; DRAM of 2,000 chunks
@@ -182,8 +187,9 @@ def main():
         qwen = load_model("qwen3_next_80b_a3b")
         bench("WEKA v8, 3 tiers hybrid (DRAM 74 GB, SSD 738 GB)",
               ["workload=claude_code", "model=qwen3_next_80b_a3b", "cache.chunk_tokens=256",
-               "hardware.hbm_cache_bytes=0", "hardware.dram_bytes=74GB", "hardware.ssd_bytes=738GB"], 1,
-              True, int(74e9 // qwen.fa_bytes(256)))
+               "hardware.hbm_cache_bytes=0", "hardware.dram_bytes=74GB", "hardware.ssd_bytes=738GB"],
+              args.repeat, True, int(74e9 // qwen.fa_bytes(256)),
+              engines=("python", "numba") if args.weka_python else ("numba",))
     elif args.weka:
         print(f"\n(WEKA skipped: {weka} not found)")
 
