@@ -119,7 +119,13 @@ def run_both(trace, policy, params, model, hw, batches=3, **kw):
 
 
 def assert_same(a, b):
-    (sa, xa, ra), (sb, xb, rb) = a, b
+    assert_same_results(a, b)
+    assert np.array_equal(a[2].node.st.res, b[2].node.residency())
+
+
+def assert_same_results(a, b):
+    """Every series, statistic and policy counter of two runs ``(stats, series, runner)``."""
+    (sa, xa, _), (sb, xb, _) = a, b
     for k in ("idx", "h", "m", "ssd_bytes_written", "snap"):
         assert np.array_equal(xa[k], xb[k]), k
     assert xa["load_latency_s"].tolist() == xb["load_latency_s"].tolist()
@@ -130,7 +136,6 @@ def assert_same(a, b):
     assert np.asarray(sa.load_latency).tolist() == np.asarray(sb.load_latency).tolist()
     assert np.asarray(sa.ttft).tolist() == np.asarray(sb.ttft).tolist()
     assert sa.policy == sb.policy
-    assert np.array_equal(ra.node.st.res, rb.node.residency())
 
 
 def _hw(caps):

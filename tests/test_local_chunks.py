@@ -17,8 +17,7 @@ import cluster_sim
 from cluster_sim.api import prepare
 from cluster_sim.config import SimConfig
 from cluster_sim.fleet import NodeRunner
-from test_engine import SCALAR
-from test_engine_policies import CASE_IDS, CASES, _cfg, _hw
+from test_engine_policies import CASE_IDS, CASES, _cfg, _hw, assert_same_results
 
 
 @pytest.fixture(scope="module")
@@ -75,14 +74,7 @@ def test_a_node_on_its_share_gives_the_results_of_the_whole_chunk_table(bundled,
     cfg = _cfg(policy, params, model, _hw((40 * fa, 150 * fa, 500 * fa)), "numba")
     sa, xa, ra = _run(trace, cfg, share, local=False)
     sb, xb, rb = _run(trace, cfg, share, local=True)
-    for k in ("idx", "h", "m", "ssd_bytes_written", "snap"):
-        assert np.array_equal(xa[k], xb[k]), k
-    assert xa["load_latency_s"].tolist() == xb["load_latency_s"].tolist()
-    assert xa["ttft_s"].tolist() == xb["ttft_s"].tolist()
-    for k in SCALAR:
-        assert getattr(sa, k) == getattr(sb, k), k
-    assert sa.hits == sb.hits
-    assert sa.policy == sb.policy
+    assert_same_results((sa, xa, ra), (sb, xb, rb))
     _, gids = trace.localize(share)
     whole = ra.node.residency().reshape(-1, 2)
     mine = rb.node.residency().reshape(-1, 2)
