@@ -46,7 +46,7 @@ PATHS = {name: shared_trace(name) for name in ("mooncake", "claude_code")}
 
 def workloads(weka_until: float):
     yield "default", ["workload=default"]
-    common = ["model=qwen3_next_80b_a3b", "cache.chunk_tokens=512", "hardware=h100_8x", "hardware.hbm_cache_bytes=0"]
+    common = ["cache.engine=numba", "model=qwen3_next_80b_a3b", "cache.chunk_tokens=512", "hardware=h100_8x", "hardware.hbm_cache_bytes=0"]
     if PATHS["mooncake"].exists():
         yield "mooncake", ["workload=mooncake", f"workload.path={PATHS['mooncake']}", *common]
     else:
@@ -58,7 +58,7 @@ def workloads(weka_until: float):
         print(f"(skipping WEKA: {PATHS['claude_code']} not found)")
 
 
-ISSUE_RUN = ["model=qwen3_next_80b_a3b", "cache.chunk_tokens=512", "hardware.dram_bytes=26GB",
+ISSUE_RUN = ["cache.engine=numba", "model=qwen3_next_80b_a3b", "cache.chunk_tokens=512", "hardware.dram_bytes=26GB",
              "hardware.ssd_bytes=263GB"]
 ALL = ["lru", "gandalf", "lru_k", "hot_prefix", "marconi", "workload_aware", "dynamic_random", "oracle",
        "oracle_admission", "write_through", "write_through_selective"]

@@ -534,7 +534,7 @@ class CompiledNode:
             K = int(params.k)
             M[J.M_KEYED] = 1
             M[J.M_LK_K] = K
-            M[J.M_LK_Q] = K + 6
+            M[J.M_LK_Q] = K + J.LK_FIELDS
             M[J.M_GHEAD] = M[J.M_GTAIL] = -1
             M[J.M_CAPP] = sum(caps) // max(fab, 1)
             M[J.M_GHOST_F:J.M_GHOST_F + 1].view(np.float64)[0] = float(params.ghost)
@@ -601,7 +601,7 @@ class CompiledNode:
         passes' outcomes, sorted ``2 * event + used``), ``OUT`` (this pass's, in order), ``AQ``
         (write_through: SSD writes asked for, in order); hot_prefix: ``A`` its heat (a count),
         ``B`` the request of its last reference; lru_k: ``LK`` a record per payload (HIST(p, 1..K),
-        the request of LAST, residency status, ghost-list links, canonical keys in DRAM and in
+        the request of LAST packed with the residency status, ghost-list links, canonical keys in DRAM and in
         the SSD: ``_jit.LK_*``), ``PEND`` the payloads a request referenced while absent;
         dynamic_random: ``A`` the selection that last counted a payload's decision, ``DEC`` the
         decisions of the selection under way (``2 * payload + admitted``); oracle: ``A`` / ``B``
@@ -653,9 +653,8 @@ class CompiledNode:
             seg["WC"] = np.zeros(1024, dtype=np.int64)
         elif self.policy_name == "lru_k":
             K = int(self.params.k)
-            rec = np.full((2 * U, K + 6), -1, dtype=np.int64)
-            rec[:, K + J.LK_LSEQ] = 0
-            rec[:, K + J.LK_STAT] = J.ST_NONE
+            rec = np.full((2 * U, K + J.LK_FIELDS), -1, dtype=np.int64)
+            rec[:, K + J.LK_LS] = J.ST_NONE        # LAST's request 0, status none (packed: _jit.LK_LS)
             seg["LK"] = rec.reshape(-1)
             seg["W"] = np.full(U, -1, dtype=np.int64)
             max_m = int(np.max(self._args[1])) if U else 0
@@ -696,11 +695,20 @@ class CompiledNode:
                 "PLAN": np.zeros(n2 + 2), "GX": np.zeros(J.N_GX), "CKPT": pol.ckpt_ever,
                 "MEND": np.zeros(U), "MGEN": np.zeros(U), "KINDS": np.zeros(n2 + 2), "NODES": np.zeros(n2 + 2)}
         ints["GX"][J.GX_PLAN] = -1
+        # the heaps' entry tables start with room for half as many rows as the node has chunks (capped
+        # by the most a request can ask for: every tier full of its smallest payloads), so that they
+        # seldom grow: a growth rebuilds the whole of FX between requests (about 3 ms a time on Mooncake)
+        rows = self._gd_rows
+        if rows >= 16:
+            lo = max(int(S.M[J.M_DR_LO]), 1)
+            maxd = int(np.max(S.depth)) if U else 1
+            most = 2 * (min(sum(int(c) for c in self.caps) // lo, n2) + 2 * maxd + 4) + 66
+            rows = max(rows, min(most, U // 2))
         floats = {"TF": pol._tf_a, "TL": pol._tl_a, "SZ": pol._sz_a, "POPP": pol._popp_a, "CRC": pol._crc_a,
                   "CRCC": pol._crc_cum_a, "EST": pol._E_a, "P": pol._P, "CKK": pol.cand.tup[2],
                   "SKK": pol.ssd_heap.tup[2], "GN": np.zeros(1),
                   # the heaps' entry tables (empty now; room is made before each request: GROW_GD)
-                  "CST": np.zeros(3 * self._gd_rows), "SST": np.zeros(3 * self._gd_rows)}
+                  "CST": np.zeros(3 * rows), "SST": np.zeros(3 * rows)}
         self._gd_est = est = pol.est          # reuse=hints: its estimator (the refit runs on it)
         if est is not None:
             GX = ints["GX"]

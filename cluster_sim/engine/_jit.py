@@ -164,7 +164,9 @@ F_WCH, F_WSK = 16, 32   # inside a gated walk only: chosen / skipped (gated_sele
 F_DRC = 64           # dynamic_random, inside its decision accounting only: a victim of the selection
 F_HELD = 8           # oracle, inside its walk only: popped and held back (its selection's `held`)
 # lru_k's per-payload record (offsets from the start of the record, after the K history slots)
-LK_LSEQ, LK_STAT, LK_GPREV, LK_GNEXT, LK_CAN1, LK_CAN2 = range(6)
+# LK_LS packs LAST's request and the residency status: (request << 2) | status
+LK_LS, LK_GPREV, LK_GNEXT, LK_CAN1, LK_CAN2 = range(5)
+LK_FIELDS = 5
 ST_NONE, ST_MINE, ST_GHOST = 0, 1, 2
 
 EngineState = namedtuple("EngineState", [
@@ -449,8 +451,19 @@ def _lk(S, p):
 
 @njit(cache=True, inline="always")
 def _lkf(S, p):
-    """Where the fields after the history start in ``p``'s record (LK_LSEQ, LK_STAT, ...)."""
+    """Where the fields after the history start in ``p``'s record (LK_LS, LK_GPREV, ...)."""
     return S.M[M_O_LK] + p * S.M[M_LK_Q] + S.M[M_LK_K]
+
+
+@njit(cache=True, inline="always")
+def _lk_st(PX, f):
+    """The residency status in the record whose fields start at ``f`` (ST_*)."""
+    return PX[f + LK_LS] & 3
+
+
+@njit(cache=True, inline="always")
+def _lk_set_st(PX, f, st):
+    PX[f + LK_LS] = (PX[f + LK_LS] & ~np.int64(3)) | st
 
 
 @njit(cache=True, inline="always")
@@ -528,9 +541,9 @@ def _ghost_unlink(S, p, f):
 def _ghost_append(S, p, f):
     """``ghosts[p] = None``: ``p`` goes last unless it is a ghost already (then it keeps its place)."""
     PX = S.PX
-    if PX[f + LK_STAT] == ST_GHOST:
+    if _lk_st(PX, f) == ST_GHOST:
         return
-    PX[f + LK_STAT] = ST_GHOST
+    _lk_set_st(PX, f, ST_GHOST)
     tail = S.M[M_GTAIL]
     PX[f + LK_GPREV] = tail
     PX[f + LK_GNEXT] = -1
@@ -555,11 +568,10 @@ def _ghost_trim(S):
         p = M[M_GHEAD]
         f = _lkf(S, p)
         _ghost_unlink(S, p, f)
-        S.PX[f + LK_STAT] = ST_NONE
         b = f - K
         for i in range(K):
             S.PX[b + i] = -1
-        S.PX[f + LK_LSEQ] = 0
+        S.PX[f + LK_LS] = ST_NONE        # LAST's request 0, status none
         S.K[PK_FORGOTTEN] += 1
 
 
@@ -567,11 +579,11 @@ def _ghost_trim(S):
 def _lk_enter(S, t, p):
     """``LRUKPolicy.on_enter``."""
     f = _lkf(S, p)
-    st = S.PX[f + LK_STAT]
+    st = _lk_st(S.PX, f)
     if st != ST_MINE:
         if st == ST_GHOST:
             _ghost_unlink(S, p, f)
-        S.PX[f + LK_STAT] = ST_MINE
+        _lk_set_st(S.PX, f, ST_MINE)
         S.M[M_NRES] += 1
     if t != HBM:
         k = _lk_key(S, p)
@@ -583,9 +595,9 @@ def _lk_enter(S, t, p):
 def _lk_gone(S, p):
     """``LRUKPolicy.on_leave`` for a payload that is no longer resident anywhere: it becomes a ghost."""
     f = _lkf(S, p)
-    if S.PX[f + LK_STAT] == ST_MINE:
+    if _lk_st(S.PX, f) == ST_MINE:
         S.M[M_NRES] -= 1
-        S.PX[f + LK_STAT] = ST_NONE
+        _lk_set_st(S.PX, f, ST_NONE)
         _ghost_append(S, p, f)
         _ghost_trim(S)
 
@@ -597,13 +609,13 @@ def _lk_reference(S, p, seq):
     b = _lk(S, p)
     K = S.M[M_LK_K]
     f = b + K
-    if S.PX[f + LK_LSEQ] != seq:
+    if (S.PX[f + LK_LS] >> 2) != seq:
         for i in range(K - 1, 0, -1):
             S.PX[b + i] = S.PX[b + i - 1]
         S.PX[b] = S.stamp[p]
         S.K[PK_UNCORRELATED] += 1
     S.K[PK_REFS] += 1
-    S.PX[f + LK_LSEQ] = seq
+    S.PX[f + LK_LS] = (seq << 2) | (S.PX[f + LK_LS] & 3)
 
 
 @njit(cache=True)
@@ -617,7 +629,7 @@ def _lk_tick(S):
     for i in range(n):
         p = S.PX[o + i]
         f = _lkf(S, p)
-        if S.PX[f + LK_STAT] != ST_MINE:
+        if _lk_st(S.PX, f) != ST_MINE:
             _ghost_append(S, p, f)
     M[M_PENDN] = 0
     _ghost_trim(S)
@@ -637,9 +649,9 @@ def _lk_access(S, path, q):
             if S.PX[b] >= 0:
                 S.K[PK_GHOST_HITS] += 1
             f = b + M[M_LK_K]
-            if S.PX[f + LK_STAT] == ST_GHOST:
+            if _lk_st(S.PX, f) == ST_GHOST:
                 _ghost_unlink(S, p, f)
-                S.PX[f + LK_STAT] = ST_NONE
+                _lk_set_st(S.PX, f, ST_NONE)
             i = M[M_PENDN]
             if i == M[M_CAP_PEND]:
                 raise RuntimeError("cluster_sim engine: lru_k pending list full")
@@ -1637,7 +1649,7 @@ def _defer(S, t, p):
     """A gated walk considers ``p`` only once every other candidate has been (lru_k: a payload
     referenced within the correlated-reference period, i.e. by the request being processed)."""
     if S.M[M_POLICY] == POLICY_LRU_K:
-        return S.PX[_lkf(S, p) + LK_LSEQ] == S.M[M_SEQ]
+        return (S.PX[_lkf(S, p) + LK_LS] >> 2) == S.M[M_SEQ]
     return False
 
 
