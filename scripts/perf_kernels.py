@@ -52,12 +52,13 @@ def _elf_functions(obj: bytes):
 
 
 def short_name(mangled: str) -> str:
-    """``module.function`` of a numba symbol (Itanium-style nested name, without its signature)."""
+    """``module.function`` of a numba symbol (Itanium-style nested name, without its signature);
+    a C-callable (``cfunc.``) or Python (``cpython``) wrapper keeps that as a prefix."""
     prefix = ""
-    for p in ("cfunc.", "_ZN7cpython"):
-        if mangled.startswith(p):
-            prefix = "cpython." if p != "cfunc." else "cfunc."
-            mangled = "_ZN" + mangled[len(p):] if p != "cfunc." else mangled[len(p):]
+    if mangled.startswith("cfunc."):
+        prefix, mangled = "cfunc.", mangled[len("cfunc."):]
+    elif mangled.startswith("_ZN7cpython"):
+        prefix, mangled = "cpython.", "_ZN" + mangled[len("_ZN7cpython"):]
     if not mangled.startswith("_ZN"):
         return prefix + mangled[:80]
     i, parts = 3, []
