@@ -65,3 +65,24 @@ def test_a_node_holds_52_bytes_per_chunk_and_state_sizes_by_depth():
     assert len(node.S.sb) == int(trace.depth.max()) + 1
     want = cfg.model.state_bytes_array(trace.depth.astype(np.int64) * trace.chunk_tokens)
     assert np.array_equal(node.S.sb[trace.depth], want)
+
+
+def test_marconi_keeps_its_segments_narrow_and_under_200_bytes_per_chunk():
+    """Decision 149: marconi's ids, positions, counts and request numbers are int32, its marks uint8
+    flags (no generation stamps), so its arrays are 120 B per tracked chunk (21 int32 and 4 flags
+    per chunk, 4 efficiency keys as float64) and what the node keeps per chunk, engine included, stays
+    under 200 B (the touch log and the heaps are sized by activity, not by chunks: on this small trace
+    their first allocation alone is most of 200 B per chunk; on whole Mooncake they are 2 B)."""
+    cfg = SimConfig.from_mapping(cluster_sim.compose(["policy=marconi", "cache.engine=numba", "hardware.ssd_bytes=4GB"]))
+    trace = prepare(cfg)[0]
+    assert cfg.model.has_state
+    runner = NodeRunner(trace, cfg, 0)
+    runner.run(np.arange(trace.n_requests))
+    b = runner.node.state_bytes()
+    U = trace.n_chunks
+    assert b["chunks"] == U
+    assert 120 * U <= b["policy_arrays"] <= 120 * U + 2048      # + the header and the FLOP parameters
+    assert b["per_chunk_arrays"] + b["chunk_table"] + b["policy_arrays"] < 200 * U - 2048
+    # the run selected victims in both tiers: the narrow segments were exercised
+    c = runner.node.counters()
+    assert c["dram_select_calls"] > 0 and c["ssd_select_calls"] > 0

@@ -795,16 +795,16 @@ class CompiledNode:
                               "are not floats (their arithmetic would not be the interpreted policy's)")
         fm = _FlopModel(m, self.ct, bool(p.bug_compatible))
         lens = MC.segment_lengths(U)
-        PX = np.zeros(MC.N_HEADER + sum(lens.values()), dtype=np.int64)
-        o = MC.N_HEADER
+        offs, words = MC.layout(U)
+        PX = np.zeros(words, dtype=np.int64)
         for k, name in enumerate(MC.SEGMENTS):
-            PX[MC.H_O + k] = o
-            o += lens[name]
-        PX[MC.N_HEADER - 1] = o
+            PX[MC.H_O + k] = offs[name]
+        PX[MC.N_HEADER - 1] = words
+        PI = PX.view(np.int32)
 
-        def seg(name):
-            a = int(PX[MC.H_O + MC.SEGMENTS.index(name)])
-            return PX[a:a + lens[name]]
+        def seg(name):      # an int32 segment
+            a = offs[name]
+            return PI[a:a + lens[name]]
         seg("GUARD")[:] = -1
         seg("CPOS")[:] = -1
         seg("ROW")[:] = -1
@@ -825,7 +825,6 @@ class CompiledNode:
         PX[MC.H_LSB] = int(m.linear_state_bytes)
         PX[MC.H_SWAKV] = int(m.swa_kv_bytes_per_token)
         PX[MC.H_U] = U
-        PX[MC.H_GEN1] = PX[MC.H_GEN2] = 1
         FX = np.zeros(MC.F_EKEY + 4 * U, dtype=np.float64)
         FX[MC.F_ALPHA] = 0.0 if p.alpha == "auto" else float(p.alpha)
         FX[MC.F_BOOT] = float(p.bootstrap_multiplier)

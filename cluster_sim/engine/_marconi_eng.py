@@ -17,8 +17,11 @@ mark chunks, a flush re-evaluates them), with the efficiency key stored at the f
 it; a selection takes the ``k`` smallest of each order and, to extend, the next ``k`` of each.
 
 PX (int64, this policy's only segment array) starts with a header (``H_*``), then the segments whose
-offsets the header holds (``O_*``); FX (float64) holds alpha, the bootstrap multiplier, the FLOP
-parameters (``_marconi_jit``'s ``P``) and the efficiency keys.
+offsets the header holds (``O_*``), narrow (decision 149): ids, positions, counts and request numbers as
+int32 (read through ``PX.view(np.int32)``, the offset an index of that view), flags as uint8 (through
+``PX.view(np.uint8)``, ``MARK`` and ``CHOSEN``). A flag is cleared by the code that reads its list, so no
+generation stamps are kept. FX (float64) holds alpha, the bootstrap multiplier, the FLOP parameters
+(``_marconi_jit``'s ``P``) and the efficiency keys.
 """
 from __future__ import annotations
 
@@ -36,8 +39,7 @@ F_ADM, F_HIT = 1, 2
 
 # header
 (H_K, H_SSDON, H_HAS, H_BUG, H_AUTO, H_TUNED, H_R0, H_NSEEN, H_CT, H_WIN, H_NMLP, H_LSB, H_SWAKV, H_U,
- H_NC1, H_NC2, H_ND1, H_ND2, H_NE1, H_NE2, H_CNT1, H_CNT2, H_NT, H_TEV, H_GEN1, H_GEN2, H_XGEN, H_SGEN,
- H_NTCH) = range(29)
+ H_NC1, H_NC2, H_ND1, H_ND2, H_NE1, H_NE2, H_CNT1, H_CNT2, H_NT, H_TEV) = range(24)
 H_C0 = 32
 # counters (MarconiPolicy.c order)
 COUNTER_NAMES = tuple(f"{tn}_{k}" for tn in ("dram", "ssd")
@@ -47,11 +49,15 @@ COUNTER_NAMES = tuple(f"{tn}_{k}" for tn in ("dram", "ssd")
 (C_SELECT, C_LEAF, C_EDGE, C_STATE_ONLY, C_STATELESS, C_SCORED, C_FAILED) = range(7)   # + 7 for the SSD
 C_FA_DEMOTED, C_FA_DROPPED, C_STATES_DROPPED, C_EXTENSIONS, C_TRANSITIONS = range(14, 19)
 H_O = 64
-SEGMENTS = ("NCH", "GUARD", "CPOS", "CLIST", "DMARK", "DLIST", "EMARK", "ELIST", "TMARK", "TLIST", "OUTM",
-            "EXPM", "KS", "KO", "GONE", "CHOSEN", "TCH", "TCHL", "ROW")
-(O_NCH, O_GUARD, O_CPOS, O_CLIST, O_DMARK, O_DLIST, O_EMARK, O_ELIST, O_TMARK, O_TLIST, O_OUTM, O_EXPM, O_KS,
- O_KO, O_GONE, O_CHOSEN, O_TCH, O_TCHL, O_ROW) = range(H_O, H_O + len(SEGMENTS))
+# int32 segments, then uint8 ones (INT32_SEGMENTS of them are int32)
+SEGMENTS = ("NCH", "GUARD", "CPOS", "CLIST", "DLIST", "ELIST", "TLIST", "KS", "KO", "TCH", "ROW", "MARK", "CHOSEN")
+INT32_SEGMENTS = 11
+(O_NCH, O_GUARD, O_CPOS, O_CLIST, O_DLIST, O_ELIST, O_TLIST, O_KS, O_KO, O_TCH, O_ROW, O_MARK,
+ O_CHOSEN) = range(H_O, H_O + len(SEGMENTS))
 N_HEADER = H_O + len(SEGMENTS) + 1
+# MARK's bits: per tier and chunk (row t - 1) in the tier's dirty / dirty_enter list; per chunk (row 0) in
+# the transitions list, and the two marks of one _expand_transitions
+B_DIRTY, B_ENTER, B_TRANS, B_OUT, B_EXP = 1, 2, 4, 8, 16
 # floats
 F_ALPHA, F_BOOT = 0, 1
 F_P = 2
@@ -60,9 +66,23 @@ F_EKEY = F_P + MJ.N_P
 
 def segment_lengths(U: int) -> dict:
     """The length of each segment for ``U`` chunks (per tier: DRAM first, then the SSD)."""
-    return {"NCH": 2 * U, "GUARD": U, "CPOS": 4 * U, "CLIST": 4 * U, "DMARK": 2 * U, "DLIST": 2 * U,
-            "EMARK": 2 * U, "ELIST": 2 * U, "TMARK": U, "TLIST": U, "OUTM": U, "EXPM": U, "KS": U + 1, "KO": max(U, 1),
-            "GONE": U, "CHOSEN": 2 * U, "TCH": U, "TCHL": U, "ROW": 2 * U}
+    return {"NCH": 2 * U, "GUARD": U, "CPOS": 4 * U, "CLIST": 4 * U, "DLIST": 2 * U, "ELIST": 2 * U, "TLIST": U,
+            "KS": U + 1, "KO": max(U, 1), "TCH": U, "ROW": 2 * U, "MARK": 2 * U, "CHOSEN": 2 * U}
+
+
+def layout(U: int) -> tuple[dict, int]:
+    """Each segment's offset (an index of PX's int32 view, or of its uint8 view) and PX's length."""
+    lens = segment_lengths(U)
+    offs = {}
+    o = 2 * N_HEADER
+    for name in SEGMENTS[:INT32_SEGMENTS]:
+        offs[name] = o
+        o += lens[name]
+    o *= 4
+    for name in SEGMENTS[INT32_SEGMENTS:]:
+        offs[name] = o
+        o += lens[name]
+    return offs, (o + 7) // 8
 
 
 # ---------------------------------------------------------------------------- small helpers
@@ -77,40 +97,51 @@ def _psize(fab, sb, depth, p):
 
 
 @njit(cache=True, inline="always")
-def _mark(PX, t, c, o_mark, o_list, h_n):
-    """Append ``c`` to tier ``t``'s list at ``PX[o_list]`` (its length at ``PX[h_n + t - 1]``), counted as the
-    reference's list grows (``H_CNT1``) and marked once per flush in ``PX[o_mark]``."""
+def _i32(PX):
+    return PX.view(np.int32)
+
+
+@njit(cache=True, inline="always")
+def _u8(PX):
+    return PX.view(np.uint8)
+
+
+@njit(cache=True, inline="always")
+def _mark(PX, t, c, b, o_list, h_n):
+    """Append ``c`` to tier ``t``'s list at ``o_list`` (its length at ``PX[h_n + t - 1]``), counted as the
+    reference's list grows (``H_CNT1``) and listed once per flush (MARK's bit ``b``, cleared by the flush)."""
     i = t - 1
     PX[H_CNT1 + i] += 1
     U = PX[H_U]
-    o = PX[o_mark] + i * U + c
-    g = PX[H_GEN1 + i]
-    if PX[o] != g:
-        PX[o] = g
-        PX[PX[o_list] + i * U + PX[h_n + i]] = c
+    PB = _u8(PX)
+    o = PX[O_MARK] + i * U + c
+    if (PB[o] & b) == 0:
+        PB[o] |= np.uint8(b)
+        _i32(PX)[PX[o_list] + i * U + PX[h_n + i]] = c
         PX[h_n + i] += 1
 
 
 @njit(cache=True)
 def _dirty(PX, t, c):
     """``dirty[t].append(c)``."""
-    _mark(PX, t, c, O_DMARK, O_DLIST, H_ND1)
+    _mark(PX, t, c, B_DIRTY, O_DLIST, H_ND1)
 
 
 @njit(cache=True)
 def _dirty_enter(PX, t, c):
     """``dirty_enter[t].append(c)``."""
-    _mark(PX, t, c, O_EMARK, O_ELIST, H_NE1)
+    _mark(PX, t, c, B_ENTER, O_ELIST, H_NE1)
 
 
 @njit(cache=True)
 def _transition(PX, c):
     """``transitions.append(c)``: a STATE appeared (first copy) or vanished (last copy) at chunk ``c``."""
     PX[H_TEV] += 1
-    o = PX[O_TMARK] + c
-    if PX[o] == 0:
-        PX[o] = 1
-        PX[PX[O_TLIST] + PX[H_NT]] = c
+    PB = _u8(PX)
+    o = PX[O_MARK] + c
+    if (PB[o] & B_TRANS) == 0:
+        PB[o] |= np.uint8(B_TRANS)
+        _i32(PX)[PX[O_TLIST] + PX[H_NT]] = c
         PX[H_NT] += 1
 
 
@@ -127,7 +158,7 @@ def mc_enter(PX, res, parent, t, p):
     elif t != HBM:
         par = parent[c]
         if par >= 0:
-            PX[PX[O_NCH] + (t - 1) * PX[H_U] + par] += 1
+            _i32(PX)[PX[O_NCH] + (t - 1) * PX[H_U] + par] += 1
         _dirty_enter(PX, t, c)
 
 
@@ -146,7 +177,7 @@ def mc_leave(PX, rem, parent, t, p):
         par = parent[c]
         _dirty(PX, t, c)
         if par >= 0:
-            PX[PX[O_NCH] + (t - 1) * PX[H_U] + par] -= 1
+            _i32(PX)[PX[O_NCH] + (t - 1) * PX[H_U] + par] -= 1
             _dirty(PX, t, par)
 
 
@@ -233,8 +264,9 @@ def mc_leaf(PX, res, dcnt, anchor, depth, flat, t, c):
 def mc_access(PX, path, r, seq):
     """``on_access``: the resident path is guarded for the request; one more request seen."""
     og = PX[O_GUARD]
+    PI = _i32(PX)
     for k in range(r):
-        PX[og + path[k]] = seq
+        PI[og + path[k]] = seq
     PX[H_NSEEN] += 1
 
 
@@ -265,7 +297,7 @@ def _is_cand(PX, res, dcnt, t, x):
     c = x >> 1
     if (x & 1) == 0:
         return dcnt[t, c] == 0
-    if PX[PX[O_NCH] + (t - 1) * PX[H_U] + c] > 1:
+    if _i32(PX)[PX[O_NCH] + (t - 1) * PX[H_U] + c] > 1:
         return False
     return not ((res[x - 1] & bit) != 0 and dcnt[t, c] == 0)
 
@@ -277,17 +309,19 @@ def _flop_eff(PX, FX, lp, d):
 
 
 @njit(cache=True)
-def _eff(PX, FX, res, parent, depth, x, gone, sgen):
-    """``MarconiPolicy.eff(x, gone)[0]`` (``gone``: chunks marked ``sgen``; pass sgen -1 for none)."""
+def _eff(PX, FX, res, parent, depth, x, gone):
+    """``MarconiPolicy.eff(x, gone)[0]`` (``gone``: the chunks whose STATE this selection chose, i.e. whose
+    STATE is marked in CHOSEN; False: none)."""
     c = x >> 1
     d = depth[c]
     if PX[H_HAS] == 0:
         return _flop_eff(PX, FX, d - 1, d)
-    og = PX[O_GONE]
-    if (x & 1) == 0 and (res[x | 1] == 0 or (sgen >= 0 and gone[og + c] == sgen)):
+    PB = _u8(PX)
+    och = PX[O_CHOSEN]
+    if (x & 1) == 0 and (res[x | 1] == 0 or (gone and PB[och + 2 * c + 1] != 0)):
         return 0.0
     a = parent[c]
-    while a >= 0 and (res[2 * a + 1] == 0 or (sgen >= 0 and gone[og + a] == sgen)):
+    while a >= 0 and (res[2 * a + 1] == 0 or (gone and PB[och + 2 * a + 1] != 0)):
         a = parent[a]
     return _flop_eff(PX, FX, depth[a] if a >= 0 else 0, d)
 
@@ -308,22 +342,23 @@ def _refresh(PX, FX, res, dcnt, parent, depth, t, x):
     with its efficiency key as of now."""
     U = PX[H_U]
     i = t - 1
+    PI = _i32(PX)
     cpos = PX[O_CPOS] + i * 2 * U
     cl = PX[O_CLIST] + i * 2 * U
-    pos = PX[cpos + x]
+    pos = PI[cpos + x]
     if _is_cand(PX, res, dcnt, t, x):
         if pos < 0:
             n = PX[H_NC1 + i]
-            PX[cl + n] = x
-            PX[cpos + x] = n
+            PI[cl + n] = x
+            PI[cpos + x] = n
             PX[H_NC1 + i] = n + 1
-        FX[F_EKEY + i * 2 * U + x] = _eff(PX, FX, res, parent, depth, x, PX, np.int64(-1))
+        FX[F_EKEY + i * 2 * U + x] = _eff(PX, FX, res, parent, depth, x, False)
     elif pos >= 0:
         n = PX[H_NC1 + i] - 1
-        last = PX[cl + n]
-        PX[cl + pos] = last
-        PX[cpos + last] = pos
-        PX[cpos + x] = -1
+        last = PI[cl + n]
+        PI[cl + pos] = last
+        PI[cpos + last] = pos
+        PI[cpos + x] = -1
         PX[H_NC1 + i] = n
 
 
@@ -336,33 +371,39 @@ def _expand_transitions(PX, res):
         return
     PX[H_C0 + C_TRANSITIONS] += PX[H_TEV]
     PX[H_TEV] = 0
-    PX[H_XGEN] += 1
-    g = PX[H_XGEN]
-    om, em, ks, ko, tl, tm = PX[O_OUTM], PX[O_EXPM], PX[O_KS], PX[O_KO], PX[O_TLIST], PX[O_TMARK]
+    PI = _i32(PX)
+    PB = _u8(PX)
+    mk, ks, ko, tl = PX[O_MARK], PX[O_KS], PX[O_KO], PX[O_TLIST]
     out = [np.int64(0) for _ in range(0)]
+    seen = [np.int64(0) for _ in range(0)]
     stack = [np.int64(0) for _ in range(0)]
     for j in range(nt):
-        a = PX[tl + j]
-        PX[tm + a] = 0
-        if PX[om + a] != g:
-            PX[om + a] = g
+        a = np.int64(PI[tl + j])
+        PB[mk + a] &= np.uint8(~B_TRANS & 0xFF)
+        if (PB[mk + a] & B_OUT) == 0:
+            PB[mk + a] |= np.uint8(B_OUT)
             out.append(a)
         stack.append(a)
         while len(stack):
             u = stack.pop()
-            if PX[em + u] == g:
+            if (PB[mk + u] & B_EXP) != 0:
                 continue
-            PX[em + u] = g
-            for k in range(PX[ks + u], PX[ks + u + 1]):
-                v = PX[ko + k]
+            PB[mk + u] |= np.uint8(B_EXP)
+            seen.append(u)
+            for k in range(PI[ks + u], PI[ks + u + 1]):
+                v = np.int64(PI[ko + k])
                 if res[2 * v] == 0:
                     continue
-                if PX[om + v] != g:
-                    PX[om + v] = g
+                if (PB[mk + v] & B_OUT) == 0:
+                    PB[mk + v] |= np.uint8(B_OUT)
                     out.append(v)
                 if res[2 * v + 1] == 0:
                     stack.append(v)
     PX[H_NT] = 0
+    for u in seen:
+        PB[mk + u] &= np.uint8(~B_EXP & 0xFF)
+    for v in out:
+        PB[mk + v] &= np.uint8(~B_OUT & 0xFF)
     for t in range(1, 3):
         for v in out:
             _dirty(PX, t, v)
@@ -374,11 +415,12 @@ def _flush(PX, FX, res, dcnt, parent, depth, anchor, flat, t):
     _expand_transitions(PX, res)
     i = t - 1
     U = PX[H_U]
+    PI = _i32(PX)
     ne = PX[H_NE1 + i]
     el = PX[O_ELIST] + i * U
     bit = _bit(t)
     for j in range(ne):
-        c = PX[el + j]
+        c = np.int64(PI[el + j])
         _dirty(PX, t, c)
         par = parent[c]
         if par >= 0:
@@ -390,14 +432,21 @@ def _flush(PX, FX, res, dcnt, parent, depth, anchor, flat, t):
     dl = PX[O_DLIST] + i * U
     hs = PX[H_HAS] != 0
     for j in range(nd):
-        c = PX[dl + j]
+        c = np.int64(PI[dl + j])
         _refresh(PX, FX, res, dcnt, parent, depth, t, 2 * c)
         if hs:
             _refresh(PX, FX, res, dcnt, parent, depth, t, 2 * c + 1)
+    # the lists are emptied: their chunks' marks go
+    PB = _u8(PX)
+    row = PX[O_MARK] + i * U
+    for j in range(ne):
+        PB[row + PI[el + j]] &= np.uint8(~B_ENTER & 0xFF)
+    nd = PX[H_ND1 + i]
+    for j in range(nd):
+        PB[row + PI[dl + j]] &= np.uint8(~B_DIRTY & 0xFF)
     PX[H_ND1 + i] = 0
     PX[H_NE1 + i] = 0
     PX[H_CNT1 + i] = 0
-    PX[H_GEN1 + i] += 1
 
 
 @njit(cache=True)
@@ -461,10 +510,13 @@ def _k_smallest(keys_f, keys_i, ids, k, use_f):
 
 
 @njit(cache=True)
-def _legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, x, seq, dropping, sgen):
+def _legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, x, seq, dropping):
     """``_Selection.legal_now``."""
     bit = _bit(t)
-    if PX[PX[O_CHOSEN] + x] == sgen or pin[x] == seq:
+    PB = _u8(PX)
+    PI = _i32(PX)
+    och = PX[O_CHOSEN]
+    if PB[och + x] != 0 or pin[x] == seq:
         return False
     if (res[x] & bit) == 0:
         return False
@@ -480,13 +532,13 @@ def _legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, x, seq, dropping, sg
             da = dany[c]
             if da != 0 and da != cred_any[c]:
                 return False
-            if (res[q] != 0 and pin[q] == seq) or PX[PX[O_GUARD] + c] == seq:
+            if (res[q] != 0 and pin[q] == seq) or PI[PX[O_GUARD] + c] == seq:
                 return False
         return True
-    if PX[PX[O_NCH] + (t - 1) * PX[H_U] + c] - PX[PX[O_TCH] + c] > 1:
+    if PI[PX[O_NCH] + (t - 1) * PX[H_U] + c] - PI[PX[O_TCH] + c] > 1:
         return False
     fa = x - 1
-    if (res[fa] & bit) != 0 and PX[PX[O_CHOSEN] + fa] != sgen:
+    if (res[fa] & bit) != 0 and PB[och + fa] == 0:
         d = dcnt[t, c]
         if d == 0 or d == cred[c]:
             return False
@@ -529,14 +581,14 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
     alpha = FX[F_ALPHA]
     fa_action = DEMOTE if (t == DRAM and PX[H_SSDON] != 0) else DROP
     dropping = fa_action == DROP or t == SSD
-    PX[H_SGEN] += 1
-    sgen = PX[H_SGEN]
-    ogone, ochosen, otch, otchl, orow = PX[O_GONE], PX[O_CHOSEN], PX[O_TCH], PX[O_TCHL], PX[O_ROW]
+    PI = _i32(PX)
+    PB = _u8(PX)
+    ochosen, otch, orow = PX[O_CHOSEN], PX[O_TCH], PX[O_ROW]
     ek0 = F_EKEY + i_t * 2 * U
     # the candidates now, and the sample
     n = PX[H_NC1 + i_t]
     cl = PX[O_CLIST] + i_t * 2 * U
-    C = PX[cl:cl + n].copy()
+    C = PI[cl:cl + n].astype(np.int64)
     ordR = np.zeros(0, dtype=np.int64)
     ordE = np.zeros(0, dtype=np.int64)
     sampled = k > 0 and n > k
@@ -557,19 +609,19 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
     ef = [np.float64(0.0) for _ in range(0)]
     legal = [False for _ in range(0)]
     for x in cand0:
-        if PX[orow + x] >= 0:
+        if PI[orow + x] >= 0:
             continue
-        PX[orow + x] = len(ids)
+        PI[orow + x] = len(ids)
         ids.append(x)
         tl.append(_tlast(res, stamp, t, x))
         ef.append(FX[ek0 + x])
-        legal.append(_legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, x, seq, dropping, sgen))
+        legal.append(_legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, x, seq, dropping))
     rnext = k
     enext = k
     any_gone = False
     credited = [np.int64(0) for _ in range(0)]
     credited_any = [np.int64(0) for _ in range(0)]
-    ntch = 0
+    tchl = [np.int64(0) for _ in range(0)]
     start = len(out)
     cnt_leaf = 0
     cnt_edge = 0
@@ -600,7 +652,7 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
                         x = C[ordx[pos]]
                         pos += 1
                         m += 1
-                        if PX[orow + x] < 0:
+                        if PI[orow + x] < 0:
                             new.append(x)
                     if kind == 0:
                         rnext = pos
@@ -609,17 +661,16 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
                 if len(new):
                     extended = True
                     for x in new:
-                        if PX[orow + x] >= 0:
+                        if PI[orow + x] >= 0:
                             continue
-                        PX[orow + x] = len(ids)
+                        PI[orow + x] = len(ids)
                         ids.append(x)
                         tl.append(_tlast(res, stamp, t, x))
                         e = FX[ek0 + x]
                         if any_gone:
-                            e = _eff(PX, FX, res, parent, depth, x, PX, sgen)
+                            e = _eff(PX, FX, res, parent, depth, x, True)
                         ef.append(e)
-                        legal.append(_legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, x, seq, dropping,
-                                                sgen))
+                        legal.append(_legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, x, seq, dropping))
             if extended:
                 PX[H_C0 + C_EXTENSIONS] += 1
                 continue
@@ -668,7 +719,7 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
         legal[best] = False
         if (x & 1) == 0:
             q = x | 1
-            with_state = (res[q] & bit) != 0 and PX[ochosen + q] != sgen
+            with_state = (res[q] & bit) != 0 and PB[ochosen + q] == 0
             out.append(x)
             acts.append(fa_action)
             got = fab
@@ -678,22 +729,21 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
                 acts.append(DROP)
                 got += sb[depth[c]]
                 nv += 1
-                PX[ochosen + q] = sgen
-                PX[ogone + c] = sgen
+                PB[ochosen + q] = 1        # (a chosen STATE: its chunk's STATE is gone, for _eff)
                 any_gone = True
-                rq = PX[orow + q]
+                rq = PI[orow + q]
                 if rq >= 0:
                     legal[rq] = False
             _choose(res, dcnt, dany, cred, cred_any, parent, anchor, depth, flat, t, c,
                     dropping and res[x] == bit, credited, credited_any)
-            PX[ochosen + x] = sgen
+            PB[ochosen + x] = 1
             top = c
             if has:
                 a = parent[top]
                 while a >= 0:
                     f = 2 * a
-                    if ((res[f] & bit) == 0 or pin[f] == seq or PX[ochosen + f] == sgen
-                            or (res[f + 1] != 0 and PX[ogone + a] != sgen)):
+                    if ((res[f] & bit) == 0 or pin[f] == seq or PB[ochosen + f] != 0
+                            or (res[f + 1] != 0 and PB[ochosen + f + 1] == 0)):
                         break
                     d = dcnt[t, a]
                     if d != 0 and d != cred[a]:
@@ -701,16 +751,16 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
                     dl = dropping and res[f] == bit
                     if dl:
                         da = dany[a]
-                        if (da != 0 and da != cred_any[a]) or PX[PX[O_GUARD] + a] == seq:
+                        if (da != 0 and da != cred_any[a]) or PI[PX[O_GUARD] + a] == seq:
                             break
                     _choose(res, dcnt, dany, cred, cred_any, parent, anchor, depth, flat, t, a, dl, credited,
                             credited_any)
-                    PX[ochosen + f] = sgen
+                    PB[ochosen + f] = 1
                     out.append(f)
                     acts.append(fa_action)
                     got += fab
                     nv += 1
-                    rf = PX[orow + f]
+                    rf = PI[orow + f]
                     if rf >= 0:
                         legal[rf] = False
                     cnt_edge += 1
@@ -718,10 +768,9 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
                     a = parent[a]
             z = parent[top]
             if z >= 0:
-                if PX[otch + z] == 0:
-                    PX[otchl + ntch] = z
-                    ntch += 1
-                PX[otch + z] += 1
+                if PI[otch + z] == 0:
+                    tchl.append(z)
+                PI[otch + z] += 1
             freed += got
             if bug:     # quirk 2: credit the last candidate visited (scanning by payload id)
                 last = -1
@@ -750,35 +799,35 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
                         continue
                     for kk in range(2 if has else 1):
                         xx = 2 * w + kk
-                        ri = PX[orow + xx]
+                        ri = PI[orow + xx]
                         if ri >= 0:
-                            legal[ri] = _legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, xx, seq, dropping,
-                                                   sgen)
-                        elif _legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, xx, seq, dropping, sgen):
-                            PX[orow + xx] = len(ids)
+                            legal[ri] = _legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, xx, seq, dropping)
+                        elif _legal_now(PX, res, pin, dcnt, dany, cred, cred_any, t, xx, seq, dropping):
+                            PI[orow + xx] = len(ids)
                             ids.append(xx)
                             tl.append(_tlast(res, stamp, t, xx))
-                            ef.append(_eff(PX, FX, res, parent, depth, xx, PX, sgen if any_gone else np.int64(-1)))
+                            ef.append(_eff(PX, FX, res, parent, depth, xx, any_gone))
                             legal.append(True)
             if with_state:
-                _rescore(PX, FX, res, parent, depth, anchor, flat, ids, ef, legal, c, sgen)
+                _rescore(PX, FX, res, parent, depth, anchor, flat, ids, ef, legal, c)
         else:
             out.append(x)
             acts.append(DROP)
             sz = sb[depth[c]]
             freed += sz
             credited_b += sz
-            PX[ochosen + x] = sgen
-            PX[ogone + c] = sgen
+            PB[ochosen + x] = 1
             any_gone = True
             cnt_state += 1
             cnt_st_drop += 1
-            _rescore(PX, FX, res, parent, depth, anchor, flat, ids, ef, legal, c, sgen)
-    # clean up: rows, tentative child counts, chain credits
+            _rescore(PX, FX, res, parent, depth, anchor, flat, ids, ef, legal, c)
+    # clean up: rows, chosen marks (every victim, and only they), tentative child counts, chain credits
     for x in ids:
-        PX[orow + x] = -1
-    for j in range(ntch):
-        PX[otch + PX[otchl + j]] = 0
+        PI[orow + x] = -1
+    for j in range(start, len(out)):
+        PB[ochosen + out[j]] = 0
+    for z in tchl:
+        PI[otch + z] = 0
     for x in credited:
         cred[x] = 0
     for x in credited_any:
@@ -804,7 +853,7 @@ def mc_walk(PX, FX, res, stamp, pin, dcnt, dany, cred, cred_any, parent, depth, 
 
 
 @njit(cache=True)
-def _rescore(PX, FX, res, parent, depth, anchor, flat, ids, ef, legal, a, sgen):
+def _rescore(PX, FX, res, parent, depth, anchor, flat, ids, ef, legal, a):
     """``_Selection._rescore``: the STATE at chunk ``a`` is going: legal rows below ``a`` whose edge
     reached it are re-scored."""
     da = depth[a]
@@ -813,4 +862,4 @@ def _rescore(PX, FX, res, parent, depth, anchor, flat, ids, ef, legal, a, sgen):
             continue
         c = ids[i] >> 1
         if depth[c] > da and flat[anchor[c] + da - 1] == a:
-            ef[i] = _eff(PX, FX, res, parent, depth, ids[i], PX, sgen)
+            ef[i] = _eff(PX, FX, res, parent, depth, ids[i], True)
