@@ -10,7 +10,7 @@ from __future__ import annotations
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["borrow"]
+__all__ = ["borrow", "seg_view"]
 
 
 @intrinsic
@@ -21,3 +21,36 @@ def borrow(typingctx, arr):
         ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
         return ary._getvalue()
     return arr(arr), codegen
+
+
+@intrinsic
+def seg_view(typingctx, arr, lo, hi, dtype):
+    """Bytes ``lo:hi`` of the 1-D C-contiguous array ``arr`` as a 1-D array of ``dtype`` (a numpy scalar
+    type: ``np.int32``, ``np.bool_``...), borrowed like :func:`borrow`'s views: one array built in place,
+    where a slice and two ``view`` calls would build three (and count each in and out). ``lo`` must be
+    aligned for ``dtype`` and ``hi - lo`` a multiple of its size; the caller keeps ``arr`` alive."""
+    from llvmlite import ir
+    from numba.core import types
+    from numba.np.arrayobj import populate_array
+
+    if not isinstance(dtype, types.NumberClass) or not isinstance(arr, types.Array) or arr.ndim != 1 \
+            or arr.layout != "C":
+        return None
+    dt = dtype.instance_type
+    rt = types.Array(dt, 1, "C")
+
+    def codegen(context, builder, sig, args):
+        src = context.make_array(sig.args[0])(context, builder, value=args[0])
+        lo_v = context.cast(builder, args[1], sig.args[1], types.intp)
+        hi_v = context.cast(builder, args[2], sig.args[2], types.intp)
+        out = context.make_array(rt)(context, builder)
+        llty = context.get_data_type(dt)
+        size = context.get_abi_sizeof(llty)
+        itemsize = context.get_constant(types.intp, size)
+        raw = builder.gep(builder.bitcast(src.data, ir.IntType(8).as_pointer()), [lo_v])
+        n = builder.sdiv(builder.sub(hi_v, lo_v), itemsize)
+        populate_array(out, data=builder.bitcast(raw, llty.as_pointer()), shape=cgutils.pack_array(builder, [n]),
+                       strides=cgutils.pack_array(builder, [itemsize]), itemsize=itemsize,
+                       meminfo=cgutils.get_null_value(out.meminfo.type))
+        return out._getvalue()
+    return rt(arr, lo, hi, dtype), codegen

@@ -86,3 +86,50 @@ def test_marconi_keeps_its_segments_narrow_and_under_200_bytes_per_chunk():
     # the run selected victims in both tiers: the narrow segments were exercised
     c = runner.node.counters()
     assert c["dram_select_calls"] > 0 and c["ssd_select_calls"] > 0
+
+
+def _gandalf_node(cfg, trace):
+    node = NodeRunner(trace, cfg, 0).node
+    assert node.gd_kernels is not None
+    return node
+
+
+def test_gandalf_keeps_counts_flags_and_generations_narrow():
+    """Decision 150: Gandalf's per-chunk counts, ids and generations are int32 and its flags one byte
+    (its estimator's arrays of their own types), which takes its arrays from 524 to 329 B per tracked
+    chunk on whole Mooncake; on this small trace its tables of fixed size add about 30 B (all int64,
+    they came to more than 550 B); the segments Python reads keep their values."""
+    cfg = SimConfig.from_mapping(cluster_sim.compose(["policy=gandalf", "cache.engine=numba", "hardware.ssd_bytes=4GB"]))
+    trace = prepare(cfg)[0]
+    node = _gandalf_node(cfg, trace)
+    node.replay_raw(trace.offsets, np.arange(trace.n_requests, dtype=np.int64), trace.counted, trace.arrival_s)
+    U = trace.n_chunks
+    want = {"HITS": np.int32, "CMEM": np.uint8, "SMEM": np.uint8, "TD0": np.int32, "TS4": np.int32,
+            "CKPT": np.bool_, "KINDS": np.int8, "NODES": np.int32, "G": np.int64, "SIZE": np.int64}
+    for name, dt in want.items():
+        assert node._gseg(name).dtype == dt, name
+    assert len(node._gseg("CMEM")) == 2 * U and len(node._gseg("TD0")) == U
+    assert node._gseg("HITS").sum() > 0 and node._gseg("CMEM").max() == 1     # written through the views
+    assert node.state_bytes()["policy_arrays"] < 400 * U
+
+
+def test_gandalf_generation_reset_changes_nothing():
+    """Its tentatives keep selection generations as int32: the reset that keeps them below 2^31
+    (zero stamps, zero generations) leaves every later decision as it was."""
+    cfg = SimConfig.from_mapping(cluster_sim.compose(["policy=gandalf", "cache.engine=numba", "hardware.ssd_bytes=4GB"]))
+    trace = prepare(cfg)[0]
+    a, b = _gandalf_node(cfg, trace), _gandalf_node(cfg, trace)
+    half = trace.n_requests // 2
+    first = np.arange(half, dtype=np.int64)
+    second = np.arange(half, trace.n_requests, dtype=np.int64)
+    ra1 = a.replay_raw(trace.offsets, first, trace.counted, trace.arrival_s)
+    rb1 = b.replay_raw(trace.offsets, first, trace.counted, trace.arrival_s)
+    assert np.array_equal(ra1, rb1)
+    assert b._gseg("G")[0] > 0 and b._gseg("TD1").max() > 0      # selections ran: stamps to lose
+    b._gd_gens_guard(limit=1)
+    assert b._gseg("G").max() == 0 and b._gseg("TD1").max() == 0
+    ra2 = a.replay_raw(trace.offsets, second, trace.counted, trace.arrival_s)
+    rb2 = b.replay_raw(trace.offsets, second, trace.counted, trace.arrival_s)
+    assert np.array_equal(ra2, rb2)
+    assert np.array_equal(a.residency(), b.residency())
+    assert a.counters() == b.counters()

@@ -754,22 +754,35 @@ class CompiledNode:
             nb = J.GJ._BUCKETS + 1
             ints.update(PQ=np.zeros(J.N_PQ), PRC=np.zeros(rows * nb), PUC=np.zeros(rows * nb))
             floats.update(PRT=np.zeros(rows), PUT=np.zeros(rows), PQF=np.full(1, -np.inf))
-        ints = {k: ints.get(k, np.zeros(0)) for k in J.GI_SEGMENTS}
-        floats = {k: floats.get(k, np.zeros(0)) for k in J.GF_SEGMENTS}
-        ilen = [len(ints[k]) for k in J.GI_SEGMENTS]
-        flen = [len(floats[k]) for k in J.GF_SEGMENTS]
-        GI = np.zeros(J.GI_HEADER + sum(ilen), dtype=np.int64)
-        GI[:len(ilen) + 1] = J.GI_HEADER + np.concatenate([[0], np.cumsum(ilen)])
-        GI[J.GF0:J.GF0 + len(flen) + 1] = np.concatenate([[0], np.cumsum(flen)])
-        GF = np.zeros(max(sum(flen), 1), dtype=np.float64)
-        for k, name in enumerate(J.GI_SEGMENTS):
-            GI[GI[k]:GI[k + 1]] = ints[name]
-        for k, name in enumerate(J.GF_SEGMENTS):
-            GF[GI[J.GF0 + k]:GI[J.GF0 + k + 1]] = floats[name]
+        PX, FX = self._gd_pack([ints.get(k, ()) for k in J.GI_SEGMENTS], [floats.get(k, ()) for k in J.GF_SEGMENTS])
         if est is not None:
             self._gd_unbind_est()          # (its arrays are copied: views are bound when needed)
         # its arrays are the node's PX and FX (it has no other segments)
-        return {"PX": GI, "FX": GF}
+        return {"PX": PX, "FX": FX}
+
+    def _gd_pack(self, ints: list, floats: list) -> tuple[np.ndarray, np.ndarray]:
+        """Gandalf's PX and FX holding its int segments (each of ``_jit.GI_DTYPES``' type, on a word of
+        its own) and its float segments, in ``GI_SEGMENTS`` / ``GF_SEGMENTS`` order."""
+        J = self.J
+        ip = [np.asarray(x, dtype=J.GI_DTYPES.get(k, "int64")) for k, x in zip(J.GI_SEGMENTS, ints)]
+        if any(len(x) and not np.array_equal(x, y) for x, y in zip(ip, ints) if isinstance(y, np.ndarray)):
+            raise OverflowError("cluster_sim engine: a gandalf value does not fit its segment's type")
+        starts, o = [], 8 * J.GI_HEADER
+        for x in ip:
+            starts.append(o)
+            o += -(-x.nbytes // 8) * 8
+        PX = np.zeros(o // 8, dtype=np.int64)
+        PB = PX.view(np.uint8)
+        for k, x in enumerate(ip):
+            PX[2 * k], PX[2 * k + 1] = starts[k], starts[k] + x.nbytes
+            PB[starts[k]:starts[k] + x.nbytes] = x.view(np.uint8)
+        fp = [np.asarray(x, dtype=np.float64) for x in floats]
+        flen = [len(x) for x in fp]
+        PX[J.GF0:J.GF0 + len(flen) + 1] = np.concatenate([[0], np.cumsum(flen)])
+        FX = np.zeros(max(sum(flen), 1), dtype=np.float64)
+        for k, x in enumerate(fp):
+            FX[PX[J.GF0 + k]:PX[J.GF0 + k + 1]] = x
+        return PX, FX
 
     #: the hints estimator's arrays as Gandalf's segments (segment, attribute): int64, float64, and its
     #: (class, age bin) tables (float64, kept flat)
@@ -889,21 +902,8 @@ class CompiledNode:
         """Rebuild Gandalf's PX / FX with the segments given replaced (the others kept as they are)."""
         J, S = self.J, self.S
         ints, floats = ints or {}, floats or {}
-        PX = S.PX
-        ip = [np.asarray(ints[k], dtype=np.int64) if k in ints else PX[PX[i]:PX[i + 1]]
-              for i, k in enumerate(J.GI_SEGMENTS)]
-        fp = [np.asarray(floats[k], dtype=np.float64) if k in floats else S.FX[PX[J.GF0 + i]:PX[J.GF0 + i + 1]]
-              for i, k in enumerate(J.GF_SEGMENTS)]
-        ilen = [len(x) for x in ip]
-        flen = [len(x) for x in fp]
-        GI = np.zeros(J.GI_HEADER + sum(ilen), dtype=np.int64)
-        GI[:len(ilen) + 1] = J.GI_HEADER + np.concatenate([[0], np.cumsum(ilen)])
-        GI[J.GF0:J.GF0 + len(flen) + 1] = np.concatenate([[0], np.cumsum(flen)])
-        for i, x in enumerate(ip):
-            GI[GI[i]:GI[i + 1]] = x
-        GF = np.zeros(max(sum(flen), 1), dtype=np.float64)
-        for i, x in enumerate(fp):
-            GF[GI[J.GF0 + i]:GI[J.GF0 + i + 1]] = x
+        GI, GF = self._gd_pack([ints[k] if k in ints else self._gseg(k) for k in J.GI_SEGMENTS],
+                               [floats[k] if k in floats else self._gseg(k) for k in J.GF_SEGMENTS])
         self.S = S._replace(PX=GI, FX=GF)
         self.S.M[J.M_DR_CAP] = len(GF)
 
@@ -1042,12 +1042,22 @@ class CompiledNode:
         new_i["PQ"] = Q
         self._gd_repack(ints=new_i, floats=new_f)
 
+    def _gd_gens_guard(self, limit: int = 2**31 - 2**24) -> None:
+        """Gandalf's selection generations (``G``) are kept as int32 in its tentatives: before they could
+        reach 2^31, every stamp and both generations go back to 0 (a stamp counts only within its own
+        selection, so none is lost). A request runs far fewer than 2^24 selections."""
+        G = self._gseg("G")
+        if G[0] >= limit or G[1] >= limit:
+            for name in ("TD1", "TD3", "TD4", "TS1", "TS3", "TS4"):
+                self._gseg(name)[:] = 0
+            G[:] = 0
+
     def _gseg(self, name: str) -> np.ndarray:
-        """Gandalf's segment ``name`` (int64 or float64; a view)."""
+        """Gandalf's segment ``name`` (a view; of its type in ``_jit.GI_DTYPES``, else int64 or float64)."""
         J, S = self.J, self.S
         if name in J.GI_SEGMENTS:
             k = J.GI_SEGMENTS.index(name)
-            return S.PX[S.PX[k]:S.PX[k + 1]]
+            return S.PX.view(np.uint8)[S.PX[2 * k]:S.PX[2 * k + 1]].view(J.GI_DTYPES.get(name, "int64"))
         k = J.GF_SEGMENTS.index(name)
         return S.FX[S.PX[J.GF0 + k]:S.PX[J.GF0 + k + 1]]
 
@@ -1323,6 +1333,8 @@ class CompiledNode:
         if int(self.S.M[J.M_SEQ]) + len(idx) >= 2**31 - 1:
             raise ConfigError("cache.engine", "the compiled engine numbers a node's requests below 2^31 (its pins "
                               "are int32) and this node replays more: use cache.engine=python")
+        if self.gd_kernels is not None:
+            self._gd_gens_guard()
         if self.policy_name == "workload_aware":
             self._wa_replay(offsets, idx, counted, arrival, category, turn, R)
             return R

@@ -37,7 +37,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .._nrt import borrow
+from .._nrt import borrow, seg_view
 from ..cache.state import _leaf_events_kernel
 from ..policies import _gandalf_jit as GJ
 from ..policies import _reuse_jit as RJ
@@ -181,8 +181,11 @@ EngineState = namedtuple("EngineState", [
 ])
 #: gandalf's state on the compiled engine: the arrays its interpreted policy keeps for its kernels
 #: (policies._gandalf_jit: payload sizes, statistics, parameters, counters, the two lazy heaps, the
-#: tentatives of its DRAM and SSD selections), as segments of PX (int64; ``PX[k]:PX[k + 1]`` is segment
-#: ``k``; it has no other PX segments) and FX (float64; segment ``k`` at ``PX[GF0 + k]:PX[GF0 + k + 1]``).
+#: tentatives of its DRAM and SSD selections), as segments of PX (it has no other PX segments) and FX
+#: (float64; segment ``k`` at ``PX[GF0 + k]:PX[GF0 + k + 1]``). Int segment ``k`` is bytes
+#: ``PX[2k]:PX[2k + 1]`` of PX, each starting on a word, of the element type ``GI_DTYPES`` gives (int64
+#: where it names none; decision 150): narrow where the values fit, read through views (``_gi``, ``_gi4``,
+#: ``_gi1``, ``_gu1``, ``_gz``).
 #: Its heaps' entry tables are FX segments too (``CST``, ``SST``: rows of (key, item, version), seen by
 #: its kernels as one-element stacks of tables, ``store[0]``), with room made between requests
 #: (GROW_GD). Fields of its own (two arrays, two typed lists) slowed every policy's calls by 8-15%
@@ -209,7 +212,13 @@ GF_SEGMENTS = ("TF", "TL", "SZ", "POPP", "CRC", "CRCC", "EST", "P", "CKK", "SKK"
  GI_TD2, GI_TD3, GI_TD4, GI_TS0, GI_TS1, GI_TS2, GI_TS3, GI_TS4, GI_PLAN, GI_GX, GI_CKPT, GI_MEND, GI_MGEN, GI_KINDS,
  GI_NODES, GI_RCLS, GI_RGRP, GI_RTOU, GI_RSUP, GI_RSTOP, GI_RSUB, GI_RTURN, GI_RBUF, GI_RGS, GI_RGN, GI_REVG,
  GI_REVB, GI_RGM, GI_RTHR, GI_PQ, GI_PRC, GI_PUC) = range(46)
-GF0 = len(GI_SEGMENTS) + 1   # PX[0:GF0]: the int segments' bounds; then the float segments' bounds
+#: the int segments' element types where they are not int64: counts, ids and generations that stay below
+#: 2^31 as int32, flags as uint8 / bool, the estimator's arrays as its own (policies.reuse)
+GI_DTYPES = {"HITS": "int32", "SDEM": "int32", "CMEM": "uint8", "SMEM": "uint8",
+             **{f"T{x}{i}": "int32" for x in "DS" for i in range(5)}, "PLAN": "int32", "CKPT": "bool",
+             "MEND": "int32", "KINDS": "int8", "NODES": "int32", "RCLS": "int32", "RTOU": "int32", "RSUP": "bool",
+             "RSTOP": "int8", "RSUB": "bool", "RTURN": "int32"}
+GF0 = 2 * len(GI_SEGMENTS)   # PX[0:GF0]: the int segments' byte bounds; then the float segments' bounds
 (GF_TF, GF_TL, GF_SZ, GF_POPP, GF_CRC, GF_CRCC, GF_EST, GF_P, GF_CKK, GF_SKK, GF_GN, GF_CST, GF_SST, GF_RSTART,
  GF_RD, GF_RCN, GF_RQ, GF_RT0, GF_REVT, GF_RSC, GF_CRCT, GF_PRT, GF_PUT, GF_PQF) = range(24)
 #: PQ: the rows of PRT / PRC from PQ_RH to PQ_RT (exclusive) and of PUT / PUC from PQ_UH to PQ_UT are in
@@ -1733,9 +1742,33 @@ def _gs_tally(S, vict, acts):
 # selections, the residency events), called where CacheState tells the interpreted policy, with the
 # arrays the interpreted policy would hand them. Its estimates here are reuse=rate (decision 135).
 @njit(cache=True, inline="always")
+def _gu1(S, k):
+    """Gandalf's int segment ``k`` as bytes (a borrowed view; its own type: uint8)."""
+    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], np.uint8)
+
+
+@njit(cache=True, inline="always")
 def _gi(S, k):
-    """Gandalf's int64 segment ``k`` (a view)."""
-    return S.PX[S.PX[k]:S.PX[k + 1]]
+    """Gandalf's int64 segment ``k`` (a borrowed view)."""
+    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], np.int64)
+
+
+@njit(cache=True, inline="always")
+def _gi4(S, k):
+    """Gandalf's int32 segment ``k`` (a borrowed view)."""
+    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], np.int32)
+
+
+@njit(cache=True, inline="always")
+def _gi1(S, k):
+    """Gandalf's int8 segment ``k`` (a borrowed view)."""
+    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], np.int8)
+
+
+@njit(cache=True, inline="always")
+def _gz(S, k):
+    """Gandalf's bool segment ``k`` (a borrowed view)."""
+    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], np.bool_)
 
 
 @njit(cache=True, inline="always")
@@ -1751,7 +1784,7 @@ def _gd_c(S):
 
 @njit(cache=True, inline="always")
 def _gd_s(S):
-    return (_gf(S, GF_TF), _gf(S, GF_TL), _gi(S, GI_HITS), _gf(S, GF_SZ), _gi(S, GI_SDEM), _gf(S, GF_POPP),
+    return (_gf(S, GF_TF), _gf(S, GF_TL), _gi4(S, GI_HITS), _gf(S, GF_SZ), _gi4(S, GI_SDEM), _gf(S, GF_POPP),
             _gf(S, GF_CRC), _gf(S, GF_CRCC), _gf(S, GF_EST))
 
 
@@ -1764,22 +1797,22 @@ def _gd_table(S, k):
 
 @njit(cache=True, inline="always")
 def _gd_hc(S):
-    return (_gd_table(S, GF_CST), _gi(S, GI_CKV), _gf(S, GF_CKK), _gi(S, GI_CMEM), _gi(S, GI_CMETA))
+    return (_gd_table(S, GF_CST), _gi(S, GI_CKV), _gf(S, GF_CKK), _gu1(S, GI_CMEM), _gi(S, GI_CMETA))
 
 
 @njit(cache=True, inline="always")
 def _gd_hs(S):
-    return (_gd_table(S, GF_SST), _gi(S, GI_SKV), _gf(S, GF_SKK), _gi(S, GI_SMEM), _gi(S, GI_SMETA))
+    return (_gd_table(S, GF_SST), _gi(S, GI_SKV), _gf(S, GF_SKK), _gu1(S, GI_SMEM), _gi(S, GI_SMETA))
 
 
 @njit(cache=True, inline="always")
 def _gd_td(S):
-    return (_gi(S, GI_TD0), _gi(S, GI_TD1), _gi(S, GI_TD2), _gi(S, GI_TD3), _gi(S, GI_TD4))
+    return (_gi4(S, GI_TD0), _gi4(S, GI_TD1), _gi4(S, GI_TD2), _gi4(S, GI_TD3), _gi4(S, GI_TD4))
 
 
 @njit(cache=True, inline="always")
 def _gd_ts(S):
-    return (_gi(S, GI_TS0), _gi(S, GI_TS1), _gi(S, GI_TS2), _gi(S, GI_TS3), _gi(S, GI_TS4))
+    return (_gi4(S, GI_TS0), _gi4(S, GI_TS1), _gi4(S, GI_TS2), _gi4(S, GI_TS3), _gi4(S, GI_TS4))
 
 
 @njit(cache=True, inline="always")
@@ -1811,11 +1844,11 @@ def _gd_enter_many(S, t, ps):
 def _gd_leave(S, t, p):
     """``on_leave(t, p)``: the copy leaves the tier's heap (its queued discard, as _JitHeap's)."""
     if t == DRAM:
-        mem = _gi(S, GI_CMEM)
+        mem = _gu1(S, GI_CMEM)
         if mem[p]:
             GJ.h_forget(_gi(S, GI_CKV), mem, _gi(S, GI_CMETA), p)
     elif t == SSD:
-        mem = _gi(S, GI_SMEM)
+        mem = _gu1(S, GI_SMEM)
         if mem[p]:
             GJ.h_forget(_gi(S, GI_SKV), mem, _gi(S, GI_SMETA), p)
 
@@ -1824,12 +1857,12 @@ def _gd_leave(S, t, p):
 def _gd_leaf(S, t, cs, gone):
     """CacheState's leaf events after the FA copies of chunks ``cs`` (sorted, distinct; ``gone``: lost
     their last copy) left tier ``t``: on_leaf in DRAM, on_global_leaf in any tier."""
-    kinds, nodes = _gi(S, GI_KINDS), _gi(S, GI_NODES)
+    kinds, nodes = _gi1(S, GI_KINDS), _gi4(S, GI_NODES)
     if len(kinds) < 2 * len(cs):
         raise RuntimeError("cluster_sim engine: gandalf leaf-event buffer full")
     GX = _gi(S, GI_GX)
     GX[GX_MEMO] += 1
-    n = _leaf_climb(t == DRAM, _bit(t), cs, gone, S.parent, S.res, S.dcnt[t], S.dany, _gi(S, GI_MEND),
+    n = _leaf_climb(t == DRAM, _bit(t), cs, gone, S.parent, S.res, S.dcnt[t], S.dany, _gi4(S, GI_MEND),
                     _gi(S, GI_MGEN), GX[GX_MEMO], kinds, nodes)
     if n:
         GJ._leaf_events(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t == DRAM, _gnow(S),
@@ -1864,7 +1897,7 @@ def _gd_access(S, path):
     now = _gnow(S)
     if _gi(S, GI_F)[GJ.F_POP]:
         _gd_population(S, path, now)
-    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gi(S, GI_HITS)
+    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gi4(S, GI_HITS)
     for k in range(m):
         p = 2 * path[k]
         if tf[p] == tf[p]:
@@ -1872,7 +1905,7 @@ def _gd_access(S, path):
         else:
             tf[p] = now
         tl[p] = now
-    ckpt, sdem, P = _gi(S, GI_CKPT), _gi(S, GI_SDEM), _gf(S, GF_P)
+    ckpt, sdem, P = _gz(S, GI_CKPT), _gi4(S, GI_SDEM), _gf(S, GF_P)
     if _gi(S, GI_GX)[GX_HINTS]:
         _gd_est_access(S, path, ckpt)
     for k in range(m - 1, -1, -1):
@@ -1899,7 +1932,7 @@ def _gd_population(S, path, now):
     (see ``PQ``); the counts and ``pop_p``'s floats are the reference's."""
     nb = GJ._BUCKETS + 1
     H = _gf(S, GF_P)[GJ.A_H]
-    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gi(S, GI_HITS)
+    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gi4(S, GI_HITS)
     Q, PRC, PUC = _gi(S, GI_PQ), _gi(S, GI_PRC), _gi(S, GI_PUC)
     PRT, PUT, PQF = _gf(S, GF_PRT), _gf(S, GF_PUT), _gf(S, GF_PQF)
     r = Q[PQ_RT]
@@ -1952,7 +1985,7 @@ def _gd_population(S, path, now):
 def _gd_inserted(S, q):
     """``on_insert`` of a new STATE ``q`` still resident (FA payloads need nothing under reuse=rate)."""
     c = q >> 1
-    ckpt = _gi(S, GI_CKPT)
+    ckpt = _gz(S, GI_CKPT)
     if not ckpt[c]:
         ckpt[c] = 1
         _gf(S, GF_P)[GJ.A_NCKPT] += 1.0
@@ -1992,8 +2025,8 @@ def _gd_est_access(S, path, ckpt):
     if GX[GX_CHUNKS]:
         RSC[RS_CRCSUM] += _gf(S, GF_CRCT)[m]
         RSC[RS_CRCN] += m
-    low = RJ.access(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi(S, GI_RCLS), _gi(S, GI_RGRP), _gi(S, GI_RTOU),
-                    _gi(S, GI_RSUP), _gi(S, GI_RSTOP), _gi(S, GI_RSUB), _gi(S, GI_RTURN), _gd_rtab(S, GF_RD),
+    low = RJ.access(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi4(S, GI_RCLS), _gi(S, GI_RGRP), _gi4(S, GI_RTOU),
+                    _gz(S, GI_RSUP), _gi1(S, GI_RSTOP), _gz(S, GI_RSUB), _gi4(S, GI_RTURN), _gd_rtab(S, GF_RD),
                     _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN),
                     _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG), _gi(S, GI_REVB), _gi(S, GI_RGM),
                     _gi(S, GI_RTHR), path, state, _gnow(S), GX[GX_STOP], GX[GX_SUB], GX[GX_TID], GX[GX_TURN])
@@ -2004,8 +2037,8 @@ def _gd_est_access(S, path, ckpt):
 def _gd_est_created(S, qs):
     """reuse=hints, ``on_insert``: fresh references for the new STATEs ``qs`` (still resident)."""
     GX = _gi(S, GI_GX)
-    low = RJ.created(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi(S, GI_RCLS), _gi(S, GI_RGRP), _gi(S, GI_RTOU),
-                     _gi(S, GI_RSUP), _gi(S, GI_RSTOP), _gi(S, GI_RSUB), _gi(S, GI_RTURN), _gd_rtab(S, GF_RD),
+    low = RJ.created(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi4(S, GI_RCLS), _gi(S, GI_RGRP), _gi4(S, GI_RTOU),
+                     _gz(S, GI_RSUP), _gi1(S, GI_RSTOP), _gz(S, GI_RSUB), _gi4(S, GI_RTURN), _gd_rtab(S, GF_RD),
                      _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN),
                      _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG), _gi(S, GI_REVB), _gi(S, GI_RGM), qs,
                      _gnow(S), GX[GX_STOP], GX[GX_SUB], GX[GX_TURN])
@@ -2019,7 +2052,7 @@ def _gd_tick(S, now):
     GX = _gi(S, GI_GX)
     if GX[GX_REKEY]:
         GX[GX_REKEY] = 0
-        cm, sm = _gi(S, GI_CMEM), _gi(S, GI_SMEM)
+        cm, sm = _gu1(S, GI_CMEM), _gu1(S, GI_SMEM)
         n = 0
         for p in range(len(cm)):
             if cm[p] != 0 or sm[p] != 0:
@@ -2032,7 +2065,7 @@ def _gd_tick(S, now):
                 k += 1
         _gd_rekey(S, ps)
         return
-    low = RJ.tick(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi(S, GI_RCLS), _gi(S, GI_RGRP), _gd_rtab(S, GF_RQ),
+    low = RJ.tick(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi4(S, GI_RCLS), _gi(S, GI_RGRP), _gd_rtab(S, GF_RQ),
                   _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN), _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG),
                   _gi(S, GI_REVB), _gi(S, GI_RGM), S.res, now)
     _gd_rekey(S, low)
@@ -2111,7 +2144,7 @@ def _gd_select_dram(S, need, vict, acts):
     if short:
         M[M_SHORT] = short
         return False
-    buf = _gi(S, GI_PLAN)
+    buf = _gi4(S, GI_PLAN)
     if len(plan) > len(buf):
         raise RuntimeError("cluster_sim engine: gandalf plan buffer full")
     buf[:len(plan)] = plan
@@ -2128,7 +2161,7 @@ def _gd_select_ssd(S, need, vict):
     GX = _gi(S, GI_GX)
     n = GX[GX_PLAN]
     GX[GX_PLAN] = -1
-    plan = _gi(S, GI_PLAN)[:n if n > 0 else 0]
+    plan = _gi4(S, GI_PLAN)[:n if n > 0 else 0]
     ps = GJ.select_ssd(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gi(S, GI_K), _gd_hs(S), _gd_ts(S),
                        _gi(S, GI_G), need, _gnow(S), plan)
     for i in range(len(ps)):
@@ -2466,11 +2499,11 @@ def _leave_events(S, ev, hooks, close):
     gd = hooks and pol == POLICY_GANDALF
     nres = len(S.res)
     oq, ok = M[M_O_WQ], M[M_O_WK]
-    ckv, cmem, cmeta = PX[:0], PX[:0], PX[:0]
-    skv, smem, smeta = PX[:0], PX[:0], PX[:0]
+    ckv, cmem, cmeta = PX[:0], seg_view(PX, 0, 0, np.uint8), PX[:0]
+    skv, smem, smeta = PX[:0], seg_view(PX, 0, 0, np.uint8), PX[:0]
     if gd:
-        ckv, cmem, cmeta = _gi(S, GI_CKV), _gi(S, GI_CMEM), _gi(S, GI_CMETA)
-        skv, smem, smeta = _gi(S, GI_SKV), _gi(S, GI_SMEM), _gi(S, GI_SMETA)
+        ckv, cmem, cmeta = _gi(S, GI_CKV), _gu1(S, GI_CMEM), _gi(S, GI_CMETA)
+        skv, smem, smeta = _gi(S, GI_SKV), _gu1(S, GI_SMEM), _gi(S, GI_SMETA)
     for e in ev:
         p = e >> 2
         t = e & 3
@@ -3229,8 +3262,8 @@ def _step(S, path, counting, R, j, now):
         # (indexed here directly: through the inlined _gi helper, inside this inlined step, the store
         # was lost: numba 0.68, found by comparing with NUMBA_DISABLE_JIT)
         S.FX[S.PX[GF0 + GF_GN]] = now
-        S.PX[S.PX[GI_F] + GJ.F_CUR] = seq
-        if S.PX[S.PX[GI_GX] + GX_HINTS] != 0:
+        S.PX[(S.PX[2 * GI_F] >> 3) + GJ.F_CUR] = seq
+        if S.PX[(S.PX[2 * GI_GX] >> 3) + GX_HINTS] != 0:
             _gd_tick(S, now)
     has_state = M[M_HAS_STATE] != 0
     fab = M[M_FAB]
@@ -3451,9 +3484,9 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
             for k in range(GF_CST, GF_SST + 1):
                 if (S.PX[GF0 + k + 1] - S.PX[GF0 + k]) // 3 < room:
                     M[M_GROW] |= GROW_GD
-            if S.PX[S.PX[GI_GX] + GX_HINTS] != 0:
+            if S.PX[(S.PX[2 * GI_GX] >> 3) + GX_HINTS] != 0:
                 _gd_before(S, arrival[i], R[j])
-            if S.PX[S.PX[GI_F] + GJ.F_POP] != 0:
+            if S.PX[(S.PX[2 * GI_F] >> 3) + GJ.F_POP] != 0:
                 # reuse=population: a request adds a row of references and at most a row of reuses
                 # per path chunk
                 Q = _gi(S, GI_PQ)

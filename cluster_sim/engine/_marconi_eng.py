@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._nrt import seg_view
 from ..policies import _marconi_jit as MJ
 
 HBM, DRAM, SSD = 0, 1, 2
@@ -98,12 +99,12 @@ def _psize(fab, sb, depth, p):
 
 @njit(cache=True, inline="always")
 def _i32(PX):
-    return PX.view(np.int32)
+    return seg_view(PX, 0, 8 * len(PX), np.int32)       # (a borrowed view: PX.view's, without its calls)
 
 
 @njit(cache=True, inline="always")
 def _u8(PX):
-    return PX.view(np.uint8)
+    return seg_view(PX, 0, 8 * len(PX), np.uint8)
 
 
 @njit(cache=True, inline="always")
