@@ -7,6 +7,7 @@ and 8 B per chunk reference on every node, the largest part of a replay's memory
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import cluster_sim
 from cluster_sim.api import prepare
@@ -133,3 +134,16 @@ def test_gandalf_generation_reset_changes_nothing():
     assert np.array_equal(ra2, rb2)
     assert np.array_equal(a.residency(), b.residency())
     assert a.counters() == b.counters()
+
+
+def test_a_gandalf_value_too_wide_for_its_segment_is_refused_not_truncated():
+    cfg = SimConfig.from_mapping(cluster_sim.compose(["policy=gandalf", "cache.engine=numba"]))
+    trace = prepare(cfg)[0]
+    node = _gandalf_node(cfg, trace)
+    hits = np.zeros(2 * trace.n_chunks, dtype=np.int64)
+    hits[3] = 2**40
+    with pytest.raises(OverflowError, match="does not fit"):
+        node._gd_repack({"HITS": hits})
+    hits[3] = 7
+    node._gd_repack({"HITS": hits})
+    assert node._gseg("HITS")[3] == 7 and node._gseg("HITS").dtype == np.int32
