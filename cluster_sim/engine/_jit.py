@@ -184,8 +184,7 @@ EngineState = namedtuple("EngineState", [
 #: tentatives of its DRAM and SSD selections), as segments of PX (it has no other PX segments) and FX
 #: (float64; segment ``k`` at ``PX[GF0 + k]:PX[GF0 + k + 1]``). Int segment ``k`` is bytes
 #: ``PX[2k]:PX[2k + 1]`` of PX, each starting on a word, of the element type ``GI_DTYPES`` gives (int64
-#: where it names none; decision 150): narrow where the values fit, read through views (``_gi``, ``_gi4``,
-#: ``_gi1``, ``_gu1``, ``_gz``).
+#: where it names none; decision 150): narrow where the values fit, read through views (``_gt``, ``_gi``).
 #: Its heaps' entry tables are FX segments too (``CST``, ``SST``: rows of (key, item, version), seen by
 #: its kernels as one-element stacks of tables, ``store[0]``), with room made between requests
 #: (GROW_GD). Fields of its own (two arrays, two typed lists) slowed every policy's calls by 8-15%
@@ -1742,33 +1741,15 @@ def _gs_tally(S, vict, acts):
 # selections, the residency events), called where CacheState tells the interpreted policy, with the
 # arrays the interpreted policy would hand them. Its estimates here are reuse=rate (decision 135).
 @njit(cache=True, inline="always")
-def _gu1(S, k):
-    """Gandalf's int segment ``k`` as bytes (a borrowed view; its own type: uint8)."""
-    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], np.uint8)
+def _gt(S, k, dt):
+    """Gandalf's int segment ``k`` of element type ``dt`` (its ``GI_DTYPES`` type; a borrowed view)."""
+    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], dt)
 
 
 @njit(cache=True, inline="always")
 def _gi(S, k):
     """Gandalf's int64 segment ``k`` (a borrowed view)."""
-    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], np.int64)
-
-
-@njit(cache=True, inline="always")
-def _gi4(S, k):
-    """Gandalf's int32 segment ``k`` (a borrowed view)."""
-    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], np.int32)
-
-
-@njit(cache=True, inline="always")
-def _gi1(S, k):
-    """Gandalf's int8 segment ``k`` (a borrowed view)."""
-    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], np.int8)
-
-
-@njit(cache=True, inline="always")
-def _gz(S, k):
-    """Gandalf's bool segment ``k`` (a borrowed view)."""
-    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], np.bool_)
+    return _gt(S, k, np.int64)
 
 
 @njit(cache=True, inline="always")
@@ -1784,7 +1765,8 @@ def _gd_c(S):
 
 @njit(cache=True, inline="always")
 def _gd_s(S):
-    return (_gf(S, GF_TF), _gf(S, GF_TL), _gi4(S, GI_HITS), _gf(S, GF_SZ), _gi4(S, GI_SDEM), _gf(S, GF_POPP),
+    return (_gf(S, GF_TF), _gf(S, GF_TL), _gt(S, GI_HITS, np.int32), _gf(S, GF_SZ), _gt(S, GI_SDEM, np.int32),
+            _gf(S, GF_POPP),
             _gf(S, GF_CRC), _gf(S, GF_CRCC), _gf(S, GF_EST))
 
 
@@ -1797,22 +1779,24 @@ def _gd_table(S, k):
 
 @njit(cache=True, inline="always")
 def _gd_hc(S):
-    return (_gd_table(S, GF_CST), _gi(S, GI_CKV), _gf(S, GF_CKK), _gu1(S, GI_CMEM), _gi(S, GI_CMETA))
+    return (_gd_table(S, GF_CST), _gi(S, GI_CKV), _gf(S, GF_CKK), _gt(S, GI_CMEM, np.uint8), _gi(S, GI_CMETA))
 
 
 @njit(cache=True, inline="always")
 def _gd_hs(S):
-    return (_gd_table(S, GF_SST), _gi(S, GI_SKV), _gf(S, GF_SKK), _gu1(S, GI_SMEM), _gi(S, GI_SMETA))
+    return (_gd_table(S, GF_SST), _gi(S, GI_SKV), _gf(S, GF_SKK), _gt(S, GI_SMEM, np.uint8), _gi(S, GI_SMETA))
 
 
 @njit(cache=True, inline="always")
 def _gd_td(S):
-    return (_gi4(S, GI_TD0), _gi4(S, GI_TD1), _gi4(S, GI_TD2), _gi4(S, GI_TD3), _gi4(S, GI_TD4))
+    i4 = np.int32
+    return (_gt(S, GI_TD0, i4), _gt(S, GI_TD1, i4), _gt(S, GI_TD2, i4), _gt(S, GI_TD3, i4), _gt(S, GI_TD4, i4))
 
 
 @njit(cache=True, inline="always")
 def _gd_ts(S):
-    return (_gi4(S, GI_TS0), _gi4(S, GI_TS1), _gi4(S, GI_TS2), _gi4(S, GI_TS3), _gi4(S, GI_TS4))
+    i4 = np.int32
+    return (_gt(S, GI_TS0, i4), _gt(S, GI_TS1, i4), _gt(S, GI_TS2, i4), _gt(S, GI_TS3, i4), _gt(S, GI_TS4, i4))
 
 
 @njit(cache=True, inline="always")
@@ -1844,11 +1828,11 @@ def _gd_enter_many(S, t, ps):
 def _gd_leave(S, t, p):
     """``on_leave(t, p)``: the copy leaves the tier's heap (its queued discard, as _JitHeap's)."""
     if t == DRAM:
-        mem = _gu1(S, GI_CMEM)
+        mem = _gt(S, GI_CMEM, np.uint8)
         if mem[p]:
             GJ.h_forget(_gi(S, GI_CKV), mem, _gi(S, GI_CMETA), p)
     elif t == SSD:
-        mem = _gu1(S, GI_SMEM)
+        mem = _gt(S, GI_SMEM, np.uint8)
         if mem[p]:
             GJ.h_forget(_gi(S, GI_SKV), mem, _gi(S, GI_SMETA), p)
 
@@ -1857,12 +1841,12 @@ def _gd_leave(S, t, p):
 def _gd_leaf(S, t, cs, gone):
     """CacheState's leaf events after the FA copies of chunks ``cs`` (sorted, distinct; ``gone``: lost
     their last copy) left tier ``t``: on_leaf in DRAM, on_global_leaf in any tier."""
-    kinds, nodes = _gi1(S, GI_KINDS), _gi4(S, GI_NODES)
+    kinds, nodes = _gt(S, GI_KINDS, np.int8), _gt(S, GI_NODES, np.int32)
     if len(kinds) < 2 * len(cs):
         raise RuntimeError("cluster_sim engine: gandalf leaf-event buffer full")
     GX = _gi(S, GI_GX)
     GX[GX_MEMO] += 1
-    n = _leaf_climb(t == DRAM, _bit(t), cs, gone, S.parent, S.res, S.dcnt[t], S.dany, _gi4(S, GI_MEND),
+    n = _leaf_climb(t == DRAM, _bit(t), cs, gone, S.parent, S.res, S.dcnt[t], S.dany, _gt(S, GI_MEND, np.int32),
                     _gi(S, GI_MGEN), GX[GX_MEMO], kinds, nodes)
     if n:
         GJ._leaf_events(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t == DRAM, _gnow(S),
@@ -1897,7 +1881,7 @@ def _gd_access(S, path):
     now = _gnow(S)
     if _gi(S, GI_F)[GJ.F_POP]:
         _gd_population(S, path, now)
-    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gi4(S, GI_HITS)
+    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gt(S, GI_HITS, np.int32)
     for k in range(m):
         p = 2 * path[k]
         if tf[p] == tf[p]:
@@ -1905,7 +1889,7 @@ def _gd_access(S, path):
         else:
             tf[p] = now
         tl[p] = now
-    ckpt, sdem, P = _gz(S, GI_CKPT), _gi4(S, GI_SDEM), _gf(S, GF_P)
+    ckpt, sdem, P = _gt(S, GI_CKPT, np.bool_), _gt(S, GI_SDEM, np.int32), _gf(S, GF_P)
     if _gi(S, GI_GX)[GX_HINTS]:
         _gd_est_access(S, path, ckpt)
     for k in range(m - 1, -1, -1):
@@ -1932,7 +1916,7 @@ def _gd_population(S, path, now):
     (see ``PQ``); the counts and ``pop_p``'s floats are the reference's."""
     nb = GJ._BUCKETS + 1
     H = _gf(S, GF_P)[GJ.A_H]
-    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gi4(S, GI_HITS)
+    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gt(S, GI_HITS, np.int32)
     Q, PRC, PUC = _gi(S, GI_PQ), _gi(S, GI_PRC), _gi(S, GI_PUC)
     PRT, PUT, PQF = _gf(S, GF_PRT), _gf(S, GF_PUT), _gf(S, GF_PQF)
     r = Q[PQ_RT]
@@ -1985,7 +1969,7 @@ def _gd_population(S, path, now):
 def _gd_inserted(S, q):
     """``on_insert`` of a new STATE ``q`` still resident (FA payloads need nothing under reuse=rate)."""
     c = q >> 1
-    ckpt = _gz(S, GI_CKPT)
+    ckpt = _gt(S, GI_CKPT, np.bool_)
     if not ckpt[c]:
         ckpt[c] = 1
         _gf(S, GF_P)[GJ.A_NCKPT] += 1.0
@@ -2001,6 +1985,13 @@ def _gd_rtab(S, k):
     """The estimator's (class, age bin) table ``k`` (GF_RD, GF_RCN, GF_RQ) as its kernels take it."""
     t = _gf(S, k)
     return t.reshape((len(t) // RJ.NB, RJ.NB))
+
+
+@njit(cache=True, inline="always")
+def _gd_rcls(S):
+    """The estimator's per-payload class, group, touches, superseded, stop, sub-agent and turn arrays."""
+    return (_gt(S, GI_RCLS, np.int32), _gi(S, GI_RGRP), _gt(S, GI_RTOU, np.int32), _gt(S, GI_RSUP, np.bool_),
+            _gt(S, GI_RSTOP, np.int8), _gt(S, GI_RSUB, np.bool_), _gt(S, GI_RTURN, np.int32))
 
 
 @njit(cache=True)
@@ -2025,8 +2016,8 @@ def _gd_est_access(S, path, ckpt):
     if GX[GX_CHUNKS]:
         RSC[RS_CRCSUM] += _gf(S, GF_CRCT)[m]
         RSC[RS_CRCN] += m
-    low = RJ.access(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi4(S, GI_RCLS), _gi(S, GI_RGRP), _gi4(S, GI_RTOU),
-                    _gz(S, GI_RSUP), _gi1(S, GI_RSTOP), _gz(S, GI_RSUB), _gi4(S, GI_RTURN), _gd_rtab(S, GF_RD),
+    cls, grp, tou, sup, stop, sub, turn = _gd_rcls(S)
+    low = RJ.access(_gf(S, GF_EST), _gf(S, GF_RSTART), cls, grp, tou, sup, stop, sub, turn, _gd_rtab(S, GF_RD),
                     _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN),
                     _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG), _gi(S, GI_REVB), _gi(S, GI_RGM),
                     _gi(S, GI_RTHR), path, state, _gnow(S), GX[GX_STOP], GX[GX_SUB], GX[GX_TID], GX[GX_TURN])
@@ -2037,8 +2028,8 @@ def _gd_est_access(S, path, ckpt):
 def _gd_est_created(S, qs):
     """reuse=hints, ``on_insert``: fresh references for the new STATEs ``qs`` (still resident)."""
     GX = _gi(S, GI_GX)
-    low = RJ.created(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi4(S, GI_RCLS), _gi(S, GI_RGRP), _gi4(S, GI_RTOU),
-                     _gz(S, GI_RSUP), _gi1(S, GI_RSTOP), _gz(S, GI_RSUB), _gi4(S, GI_RTURN), _gd_rtab(S, GF_RD),
+    cls, grp, tou, sup, stop, sub, turn = _gd_rcls(S)
+    low = RJ.created(_gf(S, GF_EST), _gf(S, GF_RSTART), cls, grp, tou, sup, stop, sub, turn, _gd_rtab(S, GF_RD),
                      _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN),
                      _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG), _gi(S, GI_REVB), _gi(S, GI_RGM), qs,
                      _gnow(S), GX[GX_STOP], GX[GX_SUB], GX[GX_TURN])
@@ -2052,7 +2043,7 @@ def _gd_tick(S, now):
     GX = _gi(S, GI_GX)
     if GX[GX_REKEY]:
         GX[GX_REKEY] = 0
-        cm, sm = _gu1(S, GI_CMEM), _gu1(S, GI_SMEM)
+        cm, sm = _gt(S, GI_CMEM, np.uint8), _gt(S, GI_SMEM, np.uint8)
         n = 0
         for p in range(len(cm)):
             if cm[p] != 0 or sm[p] != 0:
@@ -2065,7 +2056,7 @@ def _gd_tick(S, now):
                 k += 1
         _gd_rekey(S, ps)
         return
-    low = RJ.tick(_gf(S, GF_EST), _gf(S, GF_RSTART), _gi4(S, GI_RCLS), _gi(S, GI_RGRP), _gd_rtab(S, GF_RQ),
+    low = RJ.tick(_gf(S, GF_EST), _gf(S, GF_RSTART), _gt(S, GI_RCLS, np.int32), _gi(S, GI_RGRP), _gd_rtab(S, GF_RQ),
                   _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN), _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG),
                   _gi(S, GI_REVB), _gi(S, GI_RGM), S.res, now)
     _gd_rekey(S, low)
@@ -2144,7 +2135,7 @@ def _gd_select_dram(S, need, vict, acts):
     if short:
         M[M_SHORT] = short
         return False
-    buf = _gi4(S, GI_PLAN)
+    buf = _gt(S, GI_PLAN, np.int32)
     if len(plan) > len(buf):
         raise RuntimeError("cluster_sim engine: gandalf plan buffer full")
     buf[:len(plan)] = plan
@@ -2161,7 +2152,7 @@ def _gd_select_ssd(S, need, vict):
     GX = _gi(S, GI_GX)
     n = GX[GX_PLAN]
     GX[GX_PLAN] = -1
-    plan = _gi4(S, GI_PLAN)[:n if n > 0 else 0]
+    plan = _gt(S, GI_PLAN, np.int32)[:n if n > 0 else 0]
     ps = GJ.select_ssd(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gi(S, GI_K), _gd_hs(S), _gd_ts(S),
                        _gi(S, GI_G), need, _gnow(S), plan)
     for i in range(len(ps)):
@@ -2502,8 +2493,8 @@ def _leave_events(S, ev, hooks, close):
     ckv, cmem, cmeta = PX[:0], seg_view(PX, 0, 0, np.uint8), PX[:0]
     skv, smem, smeta = PX[:0], seg_view(PX, 0, 0, np.uint8), PX[:0]
     if gd:
-        ckv, cmem, cmeta = _gi(S, GI_CKV), _gu1(S, GI_CMEM), _gi(S, GI_CMETA)
-        skv, smem, smeta = _gi(S, GI_SKV), _gu1(S, GI_SMEM), _gi(S, GI_SMETA)
+        ckv, cmem, cmeta = _gi(S, GI_CKV), _gt(S, GI_CMEM, np.uint8), _gi(S, GI_CMETA)
+        skv, smem, smeta = _gi(S, GI_SKV), _gt(S, GI_SMEM, np.uint8), _gi(S, GI_SMETA)
     for e in ev:
         p = e >> 2
         t = e & 3
