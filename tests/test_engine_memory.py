@@ -147,3 +147,23 @@ def test_a_gandalf_value_too_wide_for_its_segment_is_refused_not_truncated():
     hits[3] = 7
     node._gd_repack({"HITS": hits})
     assert node._gseg("HITS")[3] == 7 and node._gseg("HITS").dtype == np.int32
+
+
+def test_every_gandalf_segment_is_read_as_the_type_it_is_packed_as():
+    """A segment's type is named twice: in ``_jit.GI_DTYPES`` (how the engine packs it) and at each
+    ``_gt(S, GI_X, dtype)`` / ``_gi(S, GI_X)`` that reads it in the kernels. A mismatch would read the
+    bytes as another type without any error, so every read is checked against the table here."""
+    import re
+    from pathlib import Path
+
+    from cluster_sim.engine import _jit as J
+    src = Path(J.__file__).read_text()
+    names = {"np.int64": "int64", "np.int32": "int32", "np.int8": "int8", "np.uint8": "uint8", "np.bool_": "bool",
+             "i4": "int32"}
+    reads = [(m, names[t]) for m, t in re.findall(r"_gt\(S, GI_(\w+), ([\w.]+)\)", src)]
+    reads += [(m, "int64") for m in re.findall(r"_gi\(S, GI_(\w+)\)", src)]
+    assert len(reads) > 60
+    for seg, dt in reads:
+        assert J.GI_DTYPES.get(seg, "int64") == dt, f"GI_{seg} is read as {dt}, packed as {J.GI_DTYPES.get(seg, 'int64')}"
+    read = {seg for seg, _ in reads}
+    assert set(J.GI_DTYPES) <= read | {f"T{x}{i}" for x in "DS" for i in range(5)}

@@ -765,7 +765,8 @@ class CompiledNode:
         its own) and its float segments, in ``GI_SEGMENTS`` / ``GF_SEGMENTS`` order."""
         J = self.J
         ip = [np.asarray(x, dtype=J.GI_DTYPES.get(k, "int64")) for k, x in zip(J.GI_SEGMENTS, ints)]
-        if any(len(x) and not np.array_equal(x, y) for x, y in zip(ip, ints) if isinstance(y, np.ndarray)):
+        if any(len(x) and x.dtype != y.dtype and not np.array_equal(x, y)
+               for x, y in zip(ip, ints) if isinstance(y, np.ndarray)):
             raise OverflowError("cluster_sim engine: a gandalf value does not fit its segment's type")
         starts, o = [], 8 * J.GI_HEADER
         for x in ip:
