@@ -940,8 +940,37 @@ class CompiledNode:
                     grown = np.full(2 * len(a), -1 if k == "gn" else 0, dtype=a.dtype)
                     grown[:len(a)] = a
                     setattr(est, k, grown)
-        self._gd_repack(self._gd_est_ints(est), self._gd_est_floats(est))
+        ints, floats = self._gd_est_ints(est), self._gd_est_floats(est)
+        if not self._gd_write_back({**ints, **floats}):
+            self._gd_repack(ints, floats)
         self._gd_unbind_est()
+
+    #: what a buffer's free slots hold (``gn``: no group), as the estimator's own growth fills them
+    _GD_FILL = {"RGN": -1}
+
+    def _gd_write_back(self, arrays: dict) -> bool:
+        """Put the estimator's arrays back into the node's segments in place when none is longer
+        than its segment (most rooms only compact or renumber: a repack would copy the node's whole
+        state, ~50 ms on whole Mooncake). A shorter one (a compaction's smaller buffer) fills its
+        segment's head, the rest its free fill: a buffer's capacity is not seen in results, only
+        when the next compaction comes. False (nothing written) when one is longer."""
+        segs = {k: self._gseg(k) for k in arrays}
+        for k, a in arrays.items():
+            seg = segs[k]
+            if len(a) > len(seg):
+                return False
+            if a.dtype != seg.dtype and len(a) and seg.dtype.kind in "iu":
+                info = np.iinfo(seg.dtype)
+                if a.min() < info.min or a.max() > info.max:
+                    return False            # the repack refuses it, naming the segment
+        for k, a in arrays.items():
+            seg = segs[k]
+            if len(a) == len(seg) and a.ctypes.data == seg.ctypes.data:
+                continue                    # the segment itself (changed in place)
+            if len(a) < len(seg):
+                seg[len(a):] = self._GD_FILL.get(k, 0)
+            seg[:len(a)] = a
+        return True
 
     def _gd_unbind_est(self) -> None:
         """Drop the estimator's views (they would keep a replaced PX / FX alive)."""
