@@ -106,17 +106,22 @@ def test_gandalf_keeps_counts_flags_and_generations_narrow():
     node.replay_raw(trace.offsets, np.arange(trace.n_requests, dtype=np.int64), trace.counted, trace.arrival_s)
     U = trace.n_chunks
     want = {"HITS": np.int32, "CMEM": np.uint8, "SMEM": np.uint8, "TD0": np.int32, "TS4": np.int32,
-            "CKPT": np.bool_, "KINDS": np.int8, "NODES": np.int32, "G": np.int64, "SIZE": np.int64}
+            "CKPT": np.bool_, "KINDS": np.int8, "NODES": np.int32, "G": np.int64, "SBX": np.int64}
     for name, dt in want.items():
         assert node._gseg(name).dtype == dt, name
+    # decision 151: no sizes per payload, a STATE's bytes by depth then the FA bytes
+    sbx = node._gseg("SBX")
+    assert len(sbx) == int(trace.depth.max()) + 2
+    assert np.array_equal(sbx[:-1][trace.depth], node.S.sb[trace.depth]) and sbx[-1] == node.S.M[node.J.M_FAB]
     assert len(node._gseg("CMEM")) == 2 * U and len(node._gseg("TD0")) == U
     assert node._gseg("HITS").sum() > 0 and node._gseg("CMEM").max() == 1     # written through the views
     assert node.state_bytes()["policy_arrays"] < 400 * U
 
 
 def test_gandalf_generation_reset_changes_nothing():
-    """Its tentatives keep selection generations as int32: the reset that keeps them below 2^31
-    (zero stamps, zero generations) leaves every later decision as it was."""
+    """Its tentatives keep selection generations as int32 and its heaps their versions: the reset
+    that keeps them below 2^31 (zero stamps, zero generations, versions renumbered in order) leaves
+    every later decision and counter as it was."""
     cfg = SimConfig.from_mapping(cluster_sim.compose(["policy=gandalf", "cache.engine=numba", "hardware.ssd_bytes=4GB"]))
     trace = prepare(cfg)[0]
     a, b = _gandalf_node(cfg, trace), _gandalf_node(cfg, trace)
@@ -127,10 +132,22 @@ def test_gandalf_generation_reset_changes_nothing():
     rb1 = b.replay_raw(trace.offsets, first, trace.counted, trace.arrival_s)
     assert np.array_equal(ra1, rb1)
     assert b._gseg("G")[0] > 0 and b._gseg("TD1").max() > 0      # selections ran: stamps to lose
+    GJ = b.J.GJ
+    before = [int(b._gseg(m)[GJ.M_NEXT]) for m in ("CMETA", "SMETA")]
     b._gd_gens_guard(limit=1)
     assert b._gseg("G").max() == 0 and b._gseg("TD1").max() == 0
+    # the heaps' versions renumbered 1..n in their order (decision 151): fewer than were handed out
+    assert before[0] > 0                                       # the DRAM heap was used
+    for m, v0, kv in zip(("CMETA", "SMETA"), before, ("CKV", "SKV")):
+        meta = b._gseg(m)
+        if v0:
+            assert meta[GJ.M_NEXT] == meta[GJ.M_LEN] < v0
+        assert b._gseg(kv).max() <= meta[GJ.M_LEN]
+    # and the kernel asks for the same at the first request that finds a version at the limit
+    b._gseg("CMETA")[GJ.M_NEXT] = b.J.GD_GEN_LIMIT
     ra2 = a.replay_raw(trace.offsets, second, trace.counted, trace.arrival_s)
     rb2 = b.replay_raw(trace.offsets, second, trace.counted, trace.arrival_s)
+    assert 0 < b._gseg("CMETA")[GJ.M_NEXT] < b.J.GD_GEN_LIMIT
     assert np.array_equal(ra2, rb2)
     assert np.array_equal(a.residency(), b.residency())
     assert a.counters() == b.counters()
@@ -167,3 +184,22 @@ def test_every_gandalf_segment_is_read_as_the_type_it_is_packed_as():
         assert J.GI_DTYPES.get(seg, "int64") == dt, f"GI_{seg} is read as {dt}, packed as {J.GI_DTYPES.get(seg, 'int64')}"
     read = {seg for seg, _ in reads}
     assert set(J.GI_DTYPES) <= read | {f"T{x}{i}" for x in "DS" for i in range(5)}
+
+
+def test_gandalf_sizes_by_depth_give_every_payloads_bytes_and_refuse_what_depth_cannot_give():
+    """Decision 151: the kernels read a payload's bytes from a table by depth (``psize``), so no
+    array of sizes per payload is kept; the table holds exactly the per-payload sizes, and sizes that
+    do not follow from depth are refused rather than priced wrong."""
+    from cluster_sim.policies._gandalf_jit import psize
+    from cluster_sim.policies.gandalf import sizes_by_depth
+
+    depth = np.array([1, 2, 3, 2, 3, 4])
+    size = np.empty(12, dtype=np.int64)
+    size[0::2] = 4096
+    size[1::2] = 100 * depth + 7
+    sbx = sizes_by_depth(size, depth)
+    C = (np.zeros(1), np.zeros(1), sbx, np.zeros(1), depth)
+    assert [psize(C, p) for p in range(12)] == size.tolist()
+    size[3] += 1                                   # chunk 1 (depth 2) unlike chunk 3 (depth 2)
+    with pytest.raises(ValueError, match="depth"):
+        sizes_by_depth(size, depth)

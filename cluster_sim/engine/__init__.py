@@ -688,7 +688,7 @@ class CompiledNode:
         pol._P[GJ.A_CWNOW] = pol._cw(0.0)          # static wear price
         self.gd_kernels = GJ          # (the policy object goes: its arrays are copied below)
         n2 = 2 * U
-        ints = {"SIZE": size, "HITS": pol._hits_a, "SDEM": pol.state_demands, "F": pol._F, "K": pol._K, "G": pol._G,
+        ints = {"SBX": pol._C[2], "HITS": pol._hits_a, "SDEM": pol.state_demands, "F": pol._F, "K": pol._K, "G": pol._G,
                 "CKV": pol.cand.tup[1], "CMEM": pol.cand.tup[3], "CMETA": pol.cand.tup[4],
                 "SKV": pol.ssd_heap.tup[1], "SMEM": pol.ssd_heap.tup[3], "SMETA": pol.ssd_heap.tup[4],
                 **{f"TD{i}": a for i, a in enumerate(pol._TD)}, **{f"TS{i}": a for i, a in enumerate(pol._TS)},
@@ -704,7 +704,7 @@ class CompiledNode:
             maxd = int(np.max(S.depth)) if U else 1
             most = 2 * (min(sum(int(c) for c in self.caps) // lo, n2) + 2 * maxd + 4) + 66
             rows = max(rows, min(most, U // 2))
-        floats = {"TF": pol._tf_a, "TL": pol._tl_a, "SZ": pol._sz_a, "POPP": pol._popp_a, "CRC": pol._crc_a,
+        floats = {"TF": pol._tf_a, "TL": pol._tl_a, "POPP": pol._popp_a, "CRC": pol._crc_a,
                   "CRCC": pol._crc_cum_a, "EST": pol._E_a, "P": pol._P, "CKK": pol.cand.tup[2],
                   "SKK": pol.ssd_heap.tup[2], "GN": np.zeros(1),
                   # the heaps' entry tables (empty now; room is made before each request: GROW_GD)
@@ -1072,15 +1072,38 @@ class CompiledNode:
         new_i["PQ"] = Q
         self._gd_repack(ints=new_i, floats=new_f)
 
-    def _gd_gens_guard(self, limit: int = 2**31 - 2**24) -> None:
-        """Gandalf's selection generations (``G``) are kept as int32 in its tentatives: before they could
-        reach 2^31, every stamp and both generations go back to 0 (a stamp counts only within its own
-        selection, so none is lost). A request runs far fewer than 2^24 selections."""
+    def _gd_gens_guard(self, limit: int | None = None) -> None:
+        """Gandalf's selection generations (``G``) are kept as int32 in its tentatives, and its heaps'
+        versions as int32 per payload: past ``limit`` (``_jit.GD_GEN_LIMIT``; the kernel stops at the
+        first request that finds one there, GROW_GDGEN), every stamp and both generations go back to 0
+        (a stamp counts only within its own selection, so none is lost), and a heap's versions are
+        renumbered 1, 2, ... in their order (entries order by (key, item, version), and only a
+        payload's live version is compared: the same pops, stale pops and rebuilds follow)."""
+        J, GJ = self.J, self.J.GJ
+        limit = J.GD_GEN_LIMIT if limit is None else limit
         G = self._gseg("G")
         if G[0] >= limit or G[1] >= limit:
             for name in ("TD1", "TD3", "TD4", "TS1", "TS3", "TS4"):
                 self._gseg(name)[:] = 0
             G[:] = 0
+        for table, kv, meta in (("CST", "CKV", "CMETA"), ("SST", "SKV", "SMETA")):
+            meta, kver = self._gseg(meta), self._gseg(kv)
+            if meta[GJ.M_NEXT] < limit:
+                continue
+            n = int(meta[GJ.M_LEN])
+            E = self._gseg(table).reshape(-1, 3)[:n]
+            old = E[:, 2].astype(np.int64)
+            order = np.argsort(old, kind="stable")
+            srt = old[order]
+            live = np.flatnonzero(kver)
+            at = np.searchsorted(srt, kver[live])
+            if len(live) and not np.array_equal(srt[np.minimum(at, max(n - 1, 0))], kver[live].astype(np.int64)):
+                raise RuntimeError("cluster_sim engine: a gandalf heap member has no entry")
+            new = np.empty(n, dtype=np.int64)
+            new[order] = np.arange(1, n + 1)
+            E[:, 2] = new
+            kver[live] = at + 1
+            meta[GJ.M_NEXT] = n
 
     def _gseg(self, name: str) -> np.ndarray:
         """Gandalf's segment ``name`` (a view; of its type in ``_jit.GI_DTYPES``, else int64 or float64)."""
@@ -1303,6 +1326,8 @@ class CompiledNode:
         self.S = S
         if g & J.GROW_GD:
             self._grow_gandalf_tables()
+        if g & J.GROW_GDGEN:
+            self._gd_gens_guard()
         if g & J.GROW_HINTS:
             self._gd_hints_room()
         if g & J.GROW_REFIT:

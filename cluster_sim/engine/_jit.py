@@ -157,6 +157,11 @@ GROW_HINTS = 512     # gandalf, reuse=hints: its estimator's buffers need room
 GROW_REFIT = 1024    # gandalf, reuse=hints: its estimator's refit is due at this request's tick
 GROW_POP = 2048      # gandalf, reuse=population: its windows of references need room
 GROW_MC_TUNE = 4096  # marconi, alpha=auto: its alpha tuning is due at this request's tick (_marconi_eng)
+GROW_GDGEN = 8192    # gandalf: its selection generations or heap versions near GD_GEN_LIMIT (renumbered)
+#: Gandalf keeps its selection generations (tentative stamps) and its heaps' versions as int32: at a
+#: request that finds one at this limit, they are renumbered between requests (a request makes far
+#: fewer than 2^30 selections or pushes)
+GD_GEN_LIMIT = 2**30
 
 F_ADM, F_HIT = 1, 2
 F_OHIT = 4           # oracle_admission: this SSD copy served a reuse from the SSD (since it entered)
@@ -201,25 +206,25 @@ EngineState = namedtuple("EngineState", [
 #: counts by bucket), ``PUT`` / ``PUC`` the reuses (a row per running maximum of the reused
 #: references' times: an entry leaves the deque's head exactly when that maximum is out of the
 #: window), ``PQ`` the rows' heads and tails then ``pop_n`` and ``pop_r``, ``PQF[0]`` the running maximum.
-GI_SEGMENTS = ("SIZE", "HITS", "SDEM", "F", "K", "G", "CKV", "CMEM", "CMETA", "SKV", "SMEM", "SMETA",
+GI_SEGMENTS = ("SBX", "HITS", "SDEM", "F", "K", "G", "CKV", "CMEM", "CMETA", "SKV", "SMEM", "SMETA",
                "TD0", "TD1", "TD2", "TD3", "TD4", "TS0", "TS1", "TS2", "TS3", "TS4", "PLAN", "GX", "CKPT", "MEND",
                "MGEN", "KINDS", "NODES", "RCLS", "RGRP", "RTOU", "RSUP", "RSTOP", "RSUB", "RTURN", "RBUF", "RGS",
                "RGN", "REVG", "REVB", "RGM", "RTHR", "PQ", "PRC", "PUC")
-GF_SEGMENTS = ("TF", "TL", "SZ", "POPP", "CRC", "CRCC", "EST", "P", "CKK", "SKK", "GN", "CST", "SST",
+GF_SEGMENTS = ("TF", "TL", "POPP", "CRC", "CRCC", "EST", "P", "CKK", "SKK", "GN", "CST", "SST",
                "RSTART", "RD", "RCN", "RQ", "RT0", "REVT", "RSC", "CRCT", "PRT", "PUT", "PQF")
-(GI_SIZE, GI_HITS, GI_SDEM, GI_F, GI_K, GI_G, GI_CKV, GI_CMEM, GI_CMETA, GI_SKV, GI_SMEM, GI_SMETA, GI_TD0, GI_TD1,
+(GI_SBX, GI_HITS, GI_SDEM, GI_F, GI_K, GI_G, GI_CKV, GI_CMEM, GI_CMETA, GI_SKV, GI_SMEM, GI_SMETA, GI_TD0, GI_TD1,
  GI_TD2, GI_TD3, GI_TD4, GI_TS0, GI_TS1, GI_TS2, GI_TS3, GI_TS4, GI_PLAN, GI_GX, GI_CKPT, GI_MEND, GI_MGEN, GI_KINDS,
  GI_NODES, GI_RCLS, GI_RGRP, GI_RTOU, GI_RSUP, GI_RSTOP, GI_RSUB, GI_RTURN, GI_RBUF, GI_RGS, GI_RGN, GI_REVG,
  GI_REVB, GI_RGM, GI_RTHR, GI_PQ, GI_PRC, GI_PUC) = range(46)
 #: the int segments' element types where they are not int64: counts, ids and generations that stay below
 #: 2^31 as int32, flags as uint8 / bool, the estimator's arrays as its own (policies.reuse)
-GI_DTYPES = {"HITS": "int32", "SDEM": "int32", "CMEM": "uint8", "SMEM": "uint8",
+GI_DTYPES = {"HITS": "int32", "SDEM": "int32", "CKV": "int32", "SKV": "int32", "CMEM": "uint8", "SMEM": "uint8",
              **{f"T{x}{i}": "int32" for x in "DS" for i in range(5)}, "PLAN": "int32", "CKPT": "bool",
              "MEND": "int32", "KINDS": "int8", "NODES": "int32", "RCLS": "int32", "RTOU": "int32", "RSUP": "bool",
              "RSTOP": "int8", "RSUB": "bool", "RTURN": "int32"}
 GF0 = 2 * len(GI_SEGMENTS)   # PX[0:GF0]: the int segments' byte bounds; then the float segments' bounds
-(GF_TF, GF_TL, GF_SZ, GF_POPP, GF_CRC, GF_CRCC, GF_EST, GF_P, GF_CKK, GF_SKK, GF_GN, GF_CST, GF_SST, GF_RSTART,
- GF_RD, GF_RCN, GF_RQ, GF_RT0, GF_REVT, GF_RSC, GF_CRCT, GF_PRT, GF_PUT, GF_PQF) = range(24)
+(GF_TF, GF_TL, GF_POPP, GF_CRC, GF_CRCC, GF_EST, GF_P, GF_CKK, GF_SKK, GF_GN, GF_CST, GF_SST, GF_RSTART,
+ GF_RD, GF_RCN, GF_RQ, GF_RT0, GF_REVT, GF_RSC, GF_CRCT, GF_PRT, GF_PUT, GF_PQF) = range(23)
 #: PQ: the rows of PRT / PRC from PQ_RH to PQ_RT (exclusive) and of PUT / PUC from PQ_UH to PQ_UT are in
 #: the windows; then pop_n (PQ_N .. PQ_N + 6) and pop_r (PQ_R ..) by bucket
 PQ_RH, PQ_RT, PQ_UH, PQ_UT = range(4)
@@ -1760,12 +1765,12 @@ def _gf(S, k):
 
 @njit(cache=True, inline="always")
 def _gd_c(S):
-    return (S.res, S.pin, _gi(S, GI_SIZE), S.parent, S.depth, S.anchor, S.flat, S.dcnt[1], S.dcnt[2], S.dany)
+    return (S.res, S.pin, _gi(S, GI_SBX), S.parent, S.depth, S.anchor, S.flat, S.dcnt[1], S.dcnt[2], S.dany)
 
 
 @njit(cache=True, inline="always")
 def _gd_s(S):
-    return (_gf(S, GF_TF), _gf(S, GF_TL), _gt(S, GI_HITS, np.int32), _gf(S, GF_SZ), _gt(S, GI_SDEM, np.int32),
+    return (_gf(S, GF_TF), _gf(S, GF_TL), _gt(S, GI_HITS, np.int32), _gt(S, GI_SDEM, np.int32),
             _gf(S, GF_POPP),
             _gf(S, GF_CRC), _gf(S, GF_CRCC), _gf(S, GF_EST))
 
@@ -1779,12 +1784,12 @@ def _gd_table(S, k):
 
 @njit(cache=True, inline="always")
 def _gd_hc(S):
-    return (_gd_table(S, GF_CST), _gi(S, GI_CKV), _gf(S, GF_CKK), _gt(S, GI_CMEM, np.uint8), _gi(S, GI_CMETA))
+    return (_gd_table(S, GF_CST), _gt(S, GI_CKV, np.int32), _gf(S, GF_CKK), _gt(S, GI_CMEM, np.uint8), _gi(S, GI_CMETA))
 
 
 @njit(cache=True, inline="always")
 def _gd_hs(S):
-    return (_gd_table(S, GF_SST), _gi(S, GI_SKV), _gf(S, GF_SKK), _gt(S, GI_SMEM, np.uint8), _gi(S, GI_SMETA))
+    return (_gd_table(S, GF_SST), _gt(S, GI_SKV, np.int32), _gf(S, GF_SKK), _gt(S, GI_SMEM, np.uint8), _gi(S, GI_SMETA))
 
 
 @njit(cache=True, inline="always")
@@ -1830,11 +1835,11 @@ def _gd_leave(S, t, p):
     if t == DRAM:
         mem = _gt(S, GI_CMEM, np.uint8)
         if mem[p]:
-            GJ.h_forget(_gi(S, GI_CKV), mem, _gi(S, GI_CMETA), p)
+            GJ.h_forget(_gt(S, GI_CKV, np.int32), mem, _gi(S, GI_CMETA), p)
     elif t == SSD:
         mem = _gt(S, GI_SMEM, np.uint8)
         if mem[p]:
-            GJ.h_forget(_gi(S, GI_SKV), mem, _gi(S, GI_SMETA), p)
+            GJ.h_forget(_gt(S, GI_SKV, np.int32), mem, _gi(S, GI_SMETA), p)
 
 
 @njit(cache=True)
@@ -2490,11 +2495,11 @@ def _leave_events(S, ev, hooks, close):
     gd = hooks and pol == POLICY_GANDALF
     nres = len(S.res)
     oq, ok = M[M_O_WQ], M[M_O_WK]
-    ckv, cmem, cmeta = PX[:0], seg_view(PX, 0, 0, np.uint8), PX[:0]
-    skv, smem, smeta = PX[:0], seg_view(PX, 0, 0, np.uint8), PX[:0]
+    ckv, cmem, cmeta = seg_view(PX, 0, 0, np.int32), seg_view(PX, 0, 0, np.uint8), PX[:0]
+    skv, smem, smeta = seg_view(PX, 0, 0, np.int32), seg_view(PX, 0, 0, np.uint8), PX[:0]
     if gd:
-        ckv, cmem, cmeta = _gi(S, GI_CKV), _gt(S, GI_CMEM, np.uint8), _gi(S, GI_CMETA)
-        skv, smem, smeta = _gi(S, GI_SKV), _gt(S, GI_SMEM, np.uint8), _gi(S, GI_SMETA)
+        ckv, cmem, cmeta = _gt(S, GI_CKV, np.int32), _gt(S, GI_CMEM, np.uint8), _gi(S, GI_CMETA)
+        skv, smem, smeta = _gt(S, GI_SKV, np.int32), _gt(S, GI_SMEM, np.uint8), _gi(S, GI_SMETA)
     for e in ev:
         p = e >> 2
         t = e & 3
@@ -3475,6 +3480,9 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
             for k in range(GF_CST, GF_SST + 1):
                 if (S.PX[GF0 + k + 1] - S.PX[GF0 + k]) // 3 < room:
                     M[M_GROW] |= GROW_GD
+            G, cme, sme = _gi(S, GI_G), _gi(S, GI_CMETA), _gi(S, GI_SMETA)
+            if max(G[0], G[1], cme[GJ.M_NEXT], sme[GJ.M_NEXT]) >= GD_GEN_LIMIT:
+                M[M_GROW] |= GROW_GDGEN
             if S.PX[(S.PX[2 * GI_GX] >> 3) + GX_HINTS] != 0:
                 _gd_before(S, arrival[i], R[j])
             if S.PX[(S.PX[2 * GI_F] >> 3) + GJ.F_POP] != 0:

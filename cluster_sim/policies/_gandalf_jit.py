@@ -314,18 +314,33 @@ def t_take(T, gen, res, parent, dcnt, dany, bit, p, drop_last):
 
 
 # ---------------------------------------------------------------------------- estimates
-# C = (res, pin, size, parent, depth, anchor, flat, dcnt_dram, dcnt_ssd, dany)
-# S = (t_first, t_last, hits, sz, state_demands, pop_p, crc, crc_cum, E)
+# C = (res, pin, sbx, parent, depth, anchor, flat, dcnt_dram, dcnt_ssd, dany); sbx: a STATE's bytes by
+#     its chunk's depth, then an FA payload's bytes (psize: no array of sizes per payload)
+# S = (t_first, t_last, hits, state_demands, pop_p, crc, crc_cum, E)
 # F_EST (reuse=hints / learned): E[p] is the payload's estimate, kept current by the interpreter
+@njit(cache=True, inline="always")
+def psize(C, p):
+    """Payload ``p``'s bytes."""
+    sbx = C[2]
+    if p & 1:
+        return sbx[C[4][p >> 1]]
+    return sbx[len(sbx) - 1]
+
+
+@njit(cache=True, inline="always")
+def _fsz(C, p):
+    return float(psize(C, p))
+
+
 @njit(cache=True, inline="always")
 def _fa_e0(S, P, F, p, tl):
     if F[F_EST]:
-        return S[8][p]
+        return S[7][p]
     if F[F_POP]:
         if tl != tl:
-            return S[5][0]
+            return S[4][0]
         h = S[2][p]
-        return S[5][h if h < _BUCKETS else _BUCKETS]
+        return S[4][h if h < _BUCKETS else _BUCKETS]
     if tl != tl:
         return P[A_R0] * P[A_H]
     return (S[2][p] + P[A_R0T0]) / (tl - S[0][p] + P[A_T0]) * P[A_H]
@@ -342,7 +357,7 @@ def _rate(S, P, p):
 @njit(cache=True, inline="always")
 def e_hits(S, P, F, p, now):
     if F[F_EST]:
-        return S[8][p]
+        return S[7][p]
     tl = S[1][p]
     if tl != tl:
         tl = now
@@ -350,7 +365,7 @@ def e_hits(S, P, F, p, now):
     if not is_state(p):
         return _fa_e0(S, P, F, p, S[1][p]) * decay
     c = chunk_of(p)
-    k = S[4][c]
+    k = S[3][c]
     if k == 0:
         prior = (P[A_NDEM] + 1.0) / (P[A_NCKPT] + 2.0)
         return prior * decay
@@ -367,7 +382,7 @@ def e_hits(S, P, F, p, now):
 def c_rc(C, S, p):
     c = chunk_of(p)
     d = C[4][c]
-    crc = S[6]
+    crc = S[5]
     if not is_state(p):
         return crc[d]
     res = C[0]
@@ -378,7 +393,7 @@ def c_rc(C, S, p):
         if res[state_of(flat[a + i])]:
             dm = i + 1
             break
-    return S[7][d] - S[7][dm]
+    return S[6][d] - S[6][dm]
 
 
 @njit(cache=True, inline="always")
@@ -393,7 +408,7 @@ def fee(C, S, P, p):
         return 0.0
     if P[A_ALPHA] == _INF:
         return _INF
-    return P[A_ALPHA] * P[A_CWNOW] * P[A_WAF] * S[3][p]
+    return P[A_ALPHA] * P[A_CWNOW] * P[A_WAF] * _fsz(C, p)
 
 
 @njit(cache=True, inline="always")
@@ -403,11 +418,11 @@ def _log_or_floor(v):
 
 @njit(cache=True, inline="always")
 def drop_key(C, S, P, F, p, now):
-    sz = S[3][p]
+    sz = _fsz(C, p)
     tl = S[1][p]
     tau = P[A_TAU]
     if not is_state(p):
-        v = _fa_e0(S, P, F, p, tl) * P[A_G] * S[6][C[4][chunk_of(p)]] / sz
+        v = _fa_e0(S, P, F, p, tl) * P[A_G] * S[5][C[4][chunk_of(p)]] / sz
         if tl != tl:
             tl = now
         return _log_or_floor(v) + tl / tau
@@ -419,7 +434,7 @@ def drop_key(C, S, P, F, p, now):
 
 @njit(cache=True, inline="always")
 def ssd_key(C, S, P, F, p, now):
-    sz = S[3][p]
+    sz = _fsz(C, p)
     tl = S[1][p]
     if tl != tl:
         tl = now
@@ -431,7 +446,7 @@ def ssd_key(C, S, P, F, p, now):
 
 @njit(cache=True, inline="always")
 def move_key(C, S, P, F, p, now):
-    sz = S[3][p]
+    sz = _fsz(C, p)
     if C[0][p] & IN_SSD:
         f = 0.0
     elif P[A_ALPHA] == _INF:
@@ -499,7 +514,7 @@ def _pool_more(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr):
             q = fa_of(par)
             if res[q] == IN_SSD and kver[q] == 0 and pin[q] != cur and t_may_drop_last(TS, gs, dany, par):
                 h_push(store, kver, kkey, mem, meta, q, ssd_key(C, S, P, F, q, now), jr, True)
-        sz = C[2][p]
+        sz = psize(C, p)
         v = math.exp(fresh - now / P[A_TAU]) * sz if fresh > -1e299 else 0.0
         items.append((v, sz, p))
         return True
@@ -514,10 +529,10 @@ def _pool_consume(items, pst, vbytes):
 
 
 @njit(cache=True, inline="always")
-def _move_load(S, P, F, p, now):
+def _move_load(C, S, P, F, p, now):
     """The load part of J_move (its whole cost with a valid SSD copy), as GandalfPolicy._move_cost
     computes it."""
-    sz = S[3][p]
+    sz = _fsz(C, p)
     e = e_hits(S, P, F, p, now)
     return e * P[A_G] * (_ld_ssd(P, sz) - sz / P[A_HOST])
 
@@ -605,7 +620,6 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
     has_ssd = F[F_HASSSD]
     shadow = F[F_SHADOW]
     cur = F[F_CUR]
-    sz_of = S[3]
     k0 = K.copy()
     freed = 0
     tries = 0
@@ -624,7 +638,7 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
             if dok == 2 or mok == 2:
                 aside.append((key, p))
             continue
-        sz = sz_of[p]
+        sz = _fsz(C, p)
         jd = math.exp(drop_key(C, S, P, F, p, now) - tnow) if dok == 1 else _INF
         jm_none = True
         jm = 0.0
@@ -634,13 +648,13 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
         if mok == 1:
             if res[p] & IN_SSD:
                 # a free move (most of them): GandalfPolicy._move_cost's first return
-                jm = _move_load(S, P, F, p, now) / sz
+                jm = _move_load(C, S, P, F, p, now) / sz
             else:
                 # GandalfPolicy._move_cost and the victim pool's cost, written out here (the same
                 # expressions in the same order): a call would pass ~30 arrays and lists, each
                 # counted in and out; only the pool's growth (_pool_more, once per SSD victim it
                 # weighs) stays a call
-                load = _move_load(S, P, F, p, now)
+                load = _move_load(C, S, P, F, p, now)
                 pf = fee(C, S, P, p)
                 if pf == _INF:
                     jm = _INF
@@ -759,7 +773,6 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
 def _take_plan(C, K, HS, TS, G, F, plan, need):
     res = C[0]
     pin = C[1]
-    size = C[2]
     cur = F[F_CUR]
     G[1] += 1
     gs = G[1]
@@ -775,7 +788,7 @@ def _take_plan(C, K, HS, TS, G, F, plan, need):
             continue
         t_take(TS, gs, res, C[3], C[8], C[9], IN_SSD, p, res[p] == IN_SSD and not is_state(p))
         out.append(p)
-        freed += size[p]
+        freed += psize(C, p)
     if freed < need:
         return np.zeros(0, np.int64)
     store, kver, kkey, mem, meta = HS
@@ -798,7 +811,6 @@ def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
             return out
     res = C[0]
     pin = C[1]
-    size = C[2]
     dany = C[9]
     cur = F[F_CUR]
     G[1] += 1
@@ -829,7 +841,7 @@ def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
             continue
         _, par = t_take(TS, gs, res, C[3], C[8], dany, IN_SSD, p, res[p] == IN_SSD and not is_state(p))
         outl.append(p)
-        freed += size[p]
+        freed += psize(C, p)
         if par >= 0:
             q = fa_of(par)
             if res[q] == IN_SSD and kver[q] == 0 and pin[q] != cur and t_may_drop_last(TS, gs, dany, par):
@@ -853,12 +865,12 @@ def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
 # ---------------------------------------------------------------------------- entry points
 # Flat arguments: the dispatcher types plain arrays in C, tuples of arrays in Python (slow).
 @njit(cache=True)
-def select_dram_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
-                     tf, tl, hits, sz, sdem, popp, crc, crcc, est, P, F, K,
+def select_dram_flat(res, pin, sbx, parent, depth, anchor, flat, dcd, dcs, dany,
+                     tf, tl, hits, sdem, popp, crc, crcc, est, P, F, K,
                      cs, ckv, ckk, cmem, cmeta, ss, skv, skk, smem, smeta,
                      td0, td1, td2, td3, td4, ts0, ts1, ts2, ts3, ts4, G, need, now, ssd_free):
-    C = (_b(res), _b(pin), _b(size), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
-    S = (_b(tf), _b(tl), _b(hits), _b(sz), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
+    C = (_b(res), _b(pin), _b(sbx), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
+    S = (_b(tf), _b(tl), _b(hits), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
     return select_dram(C, S, _b(P), _b(F), _b(K), (cs, _b(ckv), _b(ckk), _b(cmem), _b(cmeta)),
                        (ss, _b(skv), _b(skk), _b(smem), _b(smeta)),
                        (_b(td0), _b(td1), _b(td2), _b(td3), _b(td4)), (_b(ts0), _b(ts1), _b(ts2), _b(ts3), _b(ts4)),
@@ -866,11 +878,11 @@ def select_dram_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany
 
 
 @njit(cache=True)
-def select_ssd_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
-                    tf, tl, hits, sz, sdem, popp, crc, crcc, est, P, F, K,
+def select_ssd_flat(res, pin, sbx, parent, depth, anchor, flat, dcd, dcs, dany,
+                    tf, tl, hits, sdem, popp, crc, crcc, est, P, F, K,
                     ss, skv, skk, smem, smeta, ts0, ts1, ts2, ts3, ts4, G, need, now, plan):
-    C = (_b(res), _b(pin), _b(size), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
-    S = (_b(tf), _b(tl), _b(hits), _b(sz), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
+    C = (_b(res), _b(pin), _b(sbx), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
+    S = (_b(tf), _b(tl), _b(hits), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
     return select_ssd(C, S, _b(P), _b(F), _b(K), (ss, _b(skv), _b(skk), _b(smem), _b(smeta)),
                       (_b(ts0), _b(ts1), _b(ts2), _b(ts3), _b(ts4)), _b(G), need, now, _b(plan))
 
@@ -980,13 +992,13 @@ def _rekey_push(C, S, P, F, HC, HS, now, ps):
 
 
 @njit(cache=True)
-def events_flat(res, pin, size, parent, depth, anchor, flat, dcd, dcs, dany,
-                tf, tl, hits, sz, sdem, popp, crc, crcc, est, P, F,
+def events_flat(res, pin, sbx, parent, depth, anchor, flat, dcd, dcs, dany,
+                tf, tl, hits, sdem, popp, crc, crcc, est, P, F,
                 cs, ckv, ckk, cmem, cmeta, ss, skv, skk, smem, smeta, what, tier, now, a, b):
     """what 0: on_enter(tier, p) for p in ``a``; 1: the leaf events (kinds ``a``, chunks ``b``)
     of tier ``tier``; 2: _rekey(``a``)."""
-    C = (_b(res), _b(pin), _b(size), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
-    S = (_b(tf), _b(tl), _b(hits), _b(sz), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
+    C = (_b(res), _b(pin), _b(sbx), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
+    S = (_b(tf), _b(tl), _b(hits), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
     HC = (cs, _b(ckv), _b(ckk), _b(cmem), _b(cmeta))
     HS = (ss, _b(skv), _b(skk), _b(smem), _b(smeta))
     if what == 0:

@@ -263,6 +263,25 @@ def created(E, start, cls, grp, touches, sup, stop_a, sub_a, turn_a, D, Cn, Q,
 
 
 @njit(cache=True)
+def open_counts(start, cls, now, O):
+    """HintsReuse.refit's count of the open references by class and age bin, added to ``O`` (each
+    count a sum of ones: exact, as the interpreted bincount's)."""
+    for p in range(len(start)):
+        s = start[p]
+        if s == s:
+            O[cls[p], age_bin(now - s)] += 1.0
+
+
+@njit(cache=True)
+def revalue_live(start, cls, Q, res, now, E):
+    """The refit's re-evaluation: ``E`` of every open reference still cached, from the new table."""
+    for p in range(len(start)):
+        s = start[p]
+        if s == s and res[p] != 0:
+            E[p] = Q[cls[p], age_bin(2.0 * (now - s))]
+
+
+@njit(cache=True)
 def tick(E, start, cls, grp, Q, gbuf, gs, gn, gt0, evt, evg, evb, GM, res, now):
     """The scheduled re-evaluations due at ``now`` (HintsReuse.tick without the refit): the
     payloads whose E went down, in the interpreted order."""

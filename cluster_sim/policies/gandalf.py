@@ -96,6 +96,24 @@ class GandalfParams:
     refit_requests: int = setting(500, lo=1, integer=True, doc="hints / learned: refit every this many requests")
 
 
+
+def sizes_by_depth(size: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """The kernels' sizes (``_gandalf_jit.psize``): a STATE payload's bytes by its chunk's depth,
+    then an FA payload's bytes, from ``size`` (bytes by payload handle), so that no array of sizes
+    per payload is kept (16 B per chunk, twice over: as ints and as floats). A STATE's bytes are
+    its position's (``ModelSpec.state_bytes_array``), an FA payload's the model's; anything else
+    is refused here rather than priced wrong."""
+    size = np.asarray(size, dtype=np.int64)
+    depth = np.asarray(depth, dtype=np.int64)
+    sbx = np.zeros((int(depth.max()) if len(depth) else 0) + 2, dtype=np.int64)
+    if len(depth):
+        sbx[depth] = size[1::2]
+        sbx[-1] = size[0]
+        if not (np.array_equal(sbx[depth], size[1::2]) and np.all(size[0::2] == sbx[-1])):
+            raise ValueError("gandalf: a payload's bytes must follow from its chunk's depth")
+    return sbx
+
+
 class GandalfPolicy(Policy):
     name = "gandalf"
     Params = GandalfParams
@@ -946,7 +964,8 @@ class GandalfPolicy(Policy):
         n2 = len(st.res)
         U = n2 // 2
         from ..trace.chunks import wide   # the kernels are typed for int64 ids: one shared copy of an int32 trace
-        self._C = (st.res, st.pin, st.size, wide(st.parent), wide(st.depth), wide(st.anchor), wide(st.flat),
+        self._C = (st.res, st.pin, sizes_by_depth(st.size, st.depth), wide(st.parent), wide(st.depth), wide(st.anchor),
+                   wide(st.flat),
                    st.dcnt[DRAM], st.dcnt[SSD], st.dany)
         self._crc_a = np.asarray(self.crc, dtype=np.float64)
         self._crc_cum_a = np.asarray(self.crc_cum, dtype=np.float64)
@@ -968,7 +987,7 @@ class GandalfPolicy(Policy):
         self._G = np.zeros(2, dtype=np.int64)
         self._popp_a = np.asarray(self.pop_p, dtype=np.float64)
         # the kernels' leading arguments: arrays updated in place, so built once
-        self._Stup = (self._tf_a, self._tl_a, self._hits_a, self._sz_a, self.state_demands, self._popp_a,
+        self._Stup = (self._tf_a, self._tl_a, self._hits_a, self.state_demands, self._popp_a,
                       self._crc_a, self._crc_cum_a, self._E_a)
         self._ev_args = (*self._C, *self._Stup, P, F, *self.cand.tup, *self.ssd_heap.tup)
 

@@ -225,6 +225,12 @@ class _EventReuse:
         return self.seen >= self.first_refit and (self.seen - self.first_refit) % self.refit_requests == 0 \
             and self.seen != getattr(self, "_last_refit", -1)
 
+    def _revalue_live(self, now: float, res: np.ndarray) -> None:
+        """After a refit: E of every open reference still cached."""
+        live = np.flatnonzero(~np.isnan(self.start) & (res != 0))
+        if len(live):
+            self.E[live] = self.value(live, now)
+
     def tick(self, now: float, res: np.ndarray) -> np.ndarray | None:
         """Due bin crossings and refits (``res``: residency per payload). Returns payloads whose
         E went down, or ``None`` when every resident payload was re-evaluated (a refit: the
@@ -232,9 +238,7 @@ class _EventReuse:
         if self._refit_due():
             self._last_refit = self.seen
             self.refit(now)
-            live = np.flatnonzero(~np.isnan(self.start) & (res != 0))
-            if len(live):
-                self.E[live] = self.value(live, now)
+            self._revalue_live(now, res)
             return None
         ev = self.events
         if not ev or ev[0][0] > now:
@@ -314,12 +318,7 @@ class HintsReuse(_EventReuse):
 
     def refit(self, now):
         K = self.K
-        open_ = np.flatnonzero(~np.isnan(self.start))
-        O = np.zeros((K, _NB))
-        if len(open_):
-            # a count per (class, bin): np.add.at of 1.0 each, as one bincount (exact: integers)
-            flat = self.cls[open_].astype(np.int64) * _NB + age_bin(now - self.start[open_])
-            O += np.bincount(flat, minlength=K * _NB).reshape(K, _NB)
+        O = self._open_counts(now)
         D = self.D
         ended = D + self.C + O
         at_risk = np.cumsum(ended[:, ::-1], axis=1)[:, ::-1]        # references of age >= bin start
@@ -334,6 +333,17 @@ class HintsReuse(_EventReuse):
         S[:, 1:] = np.cumprod(1.0 - haz, axis=1)
         self.S = S
         self.Q = self._q_table(self.H)
+
+    def _open_counts(self, now):
+        """The open references (not ended yet) by class and age bin."""
+        K = self.K
+        open_ = np.flatnonzero(~np.isnan(self.start))
+        O = np.zeros((K, _NB))
+        if len(open_):
+            # a count per (class, bin): np.add.at of 1.0 each, as one bincount (exact: integers)
+            flat = self.cls[open_].astype(np.int64) * _NB + age_bin(now - self.start[open_])
+            O += np.bincount(flat, minlength=K * _NB).reshape(K, _NB)
+        return O
 
     def _surv(self, k, t):
         """S_k(t) at ages ``t`` (arrays), geometric within a bin."""
@@ -368,7 +378,8 @@ class CompiledHintsReuse(HintsReuse):
     """``reuse=hints`` with its per-request work compiled (:mod:`cluster_sim.policies._reuse_jit`):
     the same estimates, classes and counts as :class:`HintsReuse`, which stays the executable
     reference (Gandalf's ``policy.engine=python``). Groups, scheduled re-evaluations and threads
-    are flat arrays; the refit is the interpreted one (docs/decisions.md 123)."""
+    are flat arrays; the refit is the interpreted one (docs/decisions.md 123) but for its two passes
+    over every payload, compiled (decision 151)."""
 
     def __init__(self, n2: int, depth: np.ndarray, refit_requests: int = 500, pseudo: float = 4.0):
         super().__init__(n2, depth, refit_requests, pseudo)
@@ -492,9 +503,18 @@ class CompiledHintsReuse(HintsReuse):
                               self.evg, self.evb, self.GM, np.asarray(qs, dtype=np.int64), float(now), stop, sub,
                               turn)
 
+    def _open_counts(self, now):
+        O = np.zeros((self.K, _NB))
+        self.J.open_counts(self.start, self.cls, float(now), O)
+        return O
+
+    def _revalue_live(self, now, res):
+        self.J.revalue_live(self.start, self.cls, self.Q, res, float(now), self.E)
+
     def tick(self, now, res):
         if self._refit_due():
-            return super().tick(now, res)           # the refit: interpreted, shared
+            return super().tick(now, res)           # the refit: interpreted but its two passes over
+            #                                         every payload (_open_counts, _revalue_live)
         return self.J.tick(self.E, self.start, self.cls, self.grp, self.Q, self.gbuf, self.gs, self.gn, self.gt0,
                            self.evt, self.evg, self.evb, self.GM, res, float(now))
 
