@@ -106,7 +106,8 @@ def test_gandalf_keeps_counts_flags_and_generations_narrow():
     node.replay_raw(trace.offsets, np.arange(trace.n_requests, dtype=np.int64), trace.counted, trace.arrival_s)
     U = trace.n_chunks
     want = {"HITS": np.int32, "CMEM": np.uint8, "SMEM": np.uint8, "TD0": np.int32, "TS4": np.int32,
-            "CKPT": np.bool_, "KINDS": np.int8, "NODES": np.int32, "G": np.int64, "SBX": np.int64}
+            "CKPT": np.bool_, "KINDS": np.int8, "NODES": np.int32, "G": np.int64, "SBX": np.int64,
+            "RGRP": np.int32, "RBUF": np.int32, "MGEN": np.int32, "PLAN": np.int32}
     for name, dt in want.items():
         assert node._gseg(name).dtype == dt, name
     # decision 151: no sizes per payload, a STATE's bytes by depth then the FA bytes
@@ -114,7 +115,12 @@ def test_gandalf_keeps_counts_flags_and_generations_narrow():
     assert len(sbx) == int(trace.depth.max()) + 2
     assert np.array_equal(sbx[:-1][trace.depth], node.S.sb[trace.depth]) and sbx[-1] == node.S.M[node.J.M_FAB]
     assert len(node._gseg("CMEM")) == 2 * U and len(node._gseg("TD0")) == U
-    assert node._gseg("HITS").sum() > 0 and node._gseg("CMEM").max() == 1     # written through the views
+    assert node._gseg("CMEM").max() == 1                          # written through the views
+    # decision 152: under reuse=hints (the default) no kernel reads first touches or hit counts, so
+    # none are kept; a STATE's demands are counted up to 2 (its readers ask 0, 1 or at least 2)
+    assert len(node._gseg("HITS")) == len(node._gseg("TF")) == 1
+    assert node._gseg("SDEM").dtype == np.uint8 and node._gseg("SDEM").max() == 2
+    assert node.counters()["states_demanded_twice"] > 0
     assert node.state_bytes()["policy_arrays"] < 400 * U
 
 
@@ -151,6 +157,36 @@ def test_gandalf_generation_reset_changes_nothing():
     assert np.array_equal(ra2, rb2)
     assert np.array_equal(a.residency(), b.residency())
     assert a.counters() == b.counters()
+
+
+def test_gandalf_plan_and_leaf_buffers_are_sized_by_residents_and_grow_before_they_could_fill():
+    """Decision 152: the SSD plan and the leaf-event buffer hold resident payloads only, so they are
+    sized by what the tiers hold (not by every payload), and the check before each request grows
+    them when the residents could outgrow them: a node whose buffers were cut to a few entries
+    makes every decision of one that kept them, and ends with them grown. The heaps keep no key
+    per payload (their undo never needs one). DRAM is small, so that moves to the SSD are planned
+    and the SSD evicts."""
+    cfg = SimConfig.from_mapping(cluster_sim.compose(["policy=gandalf", "cache.engine=numba", "hardware.ssd_bytes=4GB",
+                                                      "hardware.dram_bytes=2GB"]))
+    trace = prepare(cfg)[0]
+    a, b = _gandalf_node(cfg, trace), _gandalf_node(cfg, trace)
+    J = b.J
+    assert "CKK" not in J.GF_SEGMENTS and "SKK" not in J.GF_SEGMENTS
+    held = len(a._gseg("PLAN"))
+    assert held < 2 * trace.n_chunks and len(a._gseg("KINDS")) == len(a._gseg("NODES")) == 2 * held
+    b._gd_repack({"PLAN": np.zeros(2, dtype=np.int64), "KINDS": np.zeros(2, dtype=np.int64),
+                  "NODES": np.zeros(2, dtype=np.int64)})
+    # the leaf memo's int32 stamps start over at the limit (it only saves work)
+    b._gseg("GX")[J.GX_MEMO] = J.GD_GEN_LIMIT
+    idx = np.arange(trace.n_requests, dtype=np.int64)
+    ra = a.replay_raw(trace.offsets, idx, trace.counted, trace.arrival_s)
+    rb = b.replay_raw(trace.offsets, idx, trace.counted, trace.arrival_s)
+    assert np.array_equal(ra, rb)
+    assert np.array_equal(a.residency(), b.residency())
+    assert a.counters() == b.counters()
+    assert a.counters()["ssd_evictions"] > 0 and a.counters()["moves_fa"] > 0    # plans were made and taken
+    assert len(b._gseg("PLAN")) > 2 and len(b._gseg("KINDS")) == len(b._gseg("NODES")) > 2
+    assert 0 < b._gseg("GX")[J.GX_MEMO] < J.GD_GEN_LIMIT
 
 
 def test_a_gandalf_value_too_wide_for_its_segment_is_refused_not_truncated():

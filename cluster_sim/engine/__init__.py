@@ -688,12 +688,17 @@ class CompiledNode:
         pol._P[GJ.A_CWNOW] = pol._cw(0.0)          # static wear price
         self.gd_kernels = GJ          # (the policy object goes: its arrays are copied below)
         n2 = 2 * U
+        # the SSD plan (SSD victims) and the leaf-event buffer (two per chunk leaving a tier) hold
+        # resident payloads only: sized for the tiers full of their smallest payloads plus a request's
+        # own, not for every payload; room is checked before each request (GROW_GD, _gd_buffers_room)
+        held = self._gd_held(sum(int(c) for c in self.caps) // max(int(S.M[J.M_DR_LO]), 1),
+                             int(np.max(S.depth)) if U else 1)
         ints = {"SBX": pol._C[2], "HITS": pol._hits_a, "SDEM": pol.state_demands, "F": pol._F, "K": pol._K, "G": pol._G,
-                "CKV": pol.cand.tup[1], "CMEM": pol.cand.tup[3], "CMETA": pol.cand.tup[4],
-                "SKV": pol.ssd_heap.tup[1], "SMEM": pol.ssd_heap.tup[3], "SMETA": pol.ssd_heap.tup[4],
+                "CKV": pol.cand.tup[1], "CMEM": pol.cand.tup[2], "CMETA": pol.cand.tup[3],
+                "SKV": pol.ssd_heap.tup[1], "SMEM": pol.ssd_heap.tup[2], "SMETA": pol.ssd_heap.tup[3],
                 **{f"TD{i}": a for i, a in enumerate(pol._TD)}, **{f"TS{i}": a for i, a in enumerate(pol._TS)},
-                "PLAN": np.zeros(n2 + 2), "GX": np.zeros(J.N_GX), "CKPT": pol.ckpt_ever,
-                "MEND": np.zeros(U), "MGEN": np.zeros(U), "KINDS": np.zeros(n2 + 2), "NODES": np.zeros(n2 + 2)}
+                "PLAN": np.zeros(held), "GX": np.zeros(J.N_GX), "CKPT": pol.ckpt_ever,
+                "MEND": np.zeros(U), "MGEN": np.zeros(U), "KINDS": np.zeros(2 * held), "NODES": np.zeros(2 * held)}
         ints["GX"][J.GX_PLAN] = -1
         # the heaps' entry tables start with room for half as many rows as the node has chunks (capped
         # by the most a request can ask for: every tier full of its smallest payloads), so that they
@@ -705,12 +710,15 @@ class CompiledNode:
             most = 2 * (min(sum(int(c) for c in self.caps) // lo, n2) + 2 * maxd + 4) + 66
             rows = max(rows, min(most, U // 2))
         floats = {"TF": pol._tf_a, "TL": pol._tl_a, "POPP": pol._popp_a, "CRC": pol._crc_a,
-                  "CRCC": pol._crc_cum_a, "EST": pol._E_a, "P": pol._P, "CKK": pol.cand.tup[2],
-                  "SKK": pol.ssd_heap.tup[2], "GN": np.zeros(1),
+                  "CRCC": pol._crc_cum_a, "EST": pol._E_a, "P": pol._P, "GN": np.zeros(1),
                   # the heaps' entry tables (empty now; room is made before each request: GROW_GD)
                   "CST": np.zeros(3 * rows), "SST": np.zeros(3 * rows)}
         self._gd_est = est = pol.est          # reuse=hints: its estimator (the refit runs on it)
         if est is not None:
+            # its estimates stand for the demand statistics: no kernel reads first touches or hit
+            # counts under reuse=hints, so none are kept (one slot each; decision 152)
+            ints["HITS"] = np.zeros(1)
+            floats["TF"] = np.full(1, np.nan)
             GX = ints["GX"]
             GX[J.GX_HINTS] = 1
             GX[J.GX_LAST_REFIT] = -1
@@ -1029,11 +1037,25 @@ class CompiledNode:
             grown[:len(thr)] = thr
             self._gd_repack({"RTHR": grown})
 
+    def _gd_held(self, resident: int, m: int) -> int:
+        """The most payloads resident during a request: ``resident`` before it, plus what a request
+        of ``m`` chunks adds (as the kernel's room check counts them), at most every payload."""
+        return min(resident + 2 * m + 4, 2 * self.n_chunks) + 2
+
     def _grow_gandalf_tables(self) -> None:
-        """Room in Gandalf's heap tables for the next request (``M_GD_ROOM`` rows each): FX rebuilt with
-        larger table segments, the rows kept."""
+        """Room for the next request in Gandalf's heap tables (``M_GD_ROOM`` rows each: FX rebuilt with
+        larger table segments, the rows kept), its SSD plan and its leaf-event buffer."""
         J, S = self.J, self.S
         room = int(S.M[J.M_GD_ROOM])
+        held = int(S.M[J.M_GD_HELD])
+        if len(self._gseg("PLAN")) < held or len(self._gseg("KINDS")) < 2 * held:
+            grown = {}
+            for k, n in (("PLAN", 2 * held), ("KINDS", 4 * held), ("NODES", 4 * held)):
+                a = self._gseg(k)
+                grown[k] = np.zeros(max(n, len(a)), dtype=np.int64)
+                grown[k][:len(a)] = a
+            self._gd_repack(ints=grown)
+            S = self.S
         PX = S.PX
         parts = []
         for k in range(len(J.GF_SEGMENTS)):

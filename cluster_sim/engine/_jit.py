@@ -68,8 +68,8 @@ MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
  M_GHOST_F, M_O_PEND, M_PENDN, M_CAP_PEND, M_DR_STARTED, M_DR_UN, M_DR_UI, M_DR_U0, M_DR_CAP, M_DR_ND,
  M_DR_SEL, M_O_DEC, M_CAP_DEC, M_DR_ROOM, M_DR_LO, M_O_SU, M_O_FEN, M_O_FK, M_O_G, M_O_SZR, M_OR_NSZ,
  M_OR_FARANK, M_OR_SPATH, M_OR_FTOT, M_O_WQ, M_O_WK, M_O_WC, M_WA_CAT, M_WA_NCAT, M_WA_FIT, M_WA_THETA,
- M_WA_ROOM1, M_WA_ROOM2, M_GD_ROOM) = range(90)
-N_META = 90          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+ M_WA_ROOM1, M_WA_ROOM2, M_GD_ROOM, M_GD_HELD) = range(91)
+N_META = 91          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
 # M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
 # admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
 # when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
@@ -152,7 +152,7 @@ GROW_OUT = 16
 GROW_AQ = 32
 GROW_DR = 64
 GROW_WAH = 128       # workload_aware: a category queue needs room
-GROW_GD = 256        # gandalf: a heap's entry table needs room (M_GD_ROOM rows)
+GROW_GD = 256        # gandalf: a heap's entry table needs room (M_GD_ROOM rows), or its plan or leaf buffer (M_GD_HELD)
 GROW_HINTS = 512     # gandalf, reuse=hints: its estimator's buffers need room
 GROW_REFIT = 1024    # gandalf, reuse=hints: its estimator's refit is due at this request's tick
 GROW_POP = 2048      # gandalf, reuse=population: its windows of references need room
@@ -210,7 +210,7 @@ GI_SEGMENTS = ("SBX", "HITS", "SDEM", "F", "K", "G", "CKV", "CMEM", "CMETA", "SK
                "TD0", "TD1", "TD2", "TD3", "TD4", "TS0", "TS1", "TS2", "TS3", "TS4", "PLAN", "GX", "CKPT", "MEND",
                "MGEN", "KINDS", "NODES", "RCLS", "RGRP", "RTOU", "RSUP", "RSTOP", "RSUB", "RTURN", "RBUF", "RGS",
                "RGN", "REVG", "REVB", "RGM", "RTHR", "PQ", "PRC", "PUC")
-GF_SEGMENTS = ("TF", "TL", "POPP", "CRC", "CRCC", "EST", "P", "CKK", "SKK", "GN", "CST", "SST",
+GF_SEGMENTS = ("TF", "TL", "POPP", "CRC", "CRCC", "EST", "P", "GN", "CST", "SST",
                "RSTART", "RD", "RCN", "RQ", "RT0", "REVT", "RSC", "CRCT", "PRT", "PUT", "PQF")
 (GI_SBX, GI_HITS, GI_SDEM, GI_F, GI_K, GI_G, GI_CKV, GI_CMEM, GI_CMETA, GI_SKV, GI_SMEM, GI_SMETA, GI_TD0, GI_TD1,
  GI_TD2, GI_TD3, GI_TD4, GI_TS0, GI_TS1, GI_TS2, GI_TS3, GI_TS4, GI_PLAN, GI_GX, GI_CKPT, GI_MEND, GI_MGEN, GI_KINDS,
@@ -218,13 +218,13 @@ GF_SEGMENTS = ("TF", "TL", "POPP", "CRC", "CRCC", "EST", "P", "CKK", "SKK", "GN"
  GI_REVB, GI_RGM, GI_RTHR, GI_PQ, GI_PRC, GI_PUC) = range(46)
 #: the int segments' element types where they are not int64: counts, ids and generations that stay below
 #: 2^31 as int32, flags as uint8 / bool, the estimator's arrays as its own (policies.reuse)
-GI_DTYPES = {"HITS": "int32", "SDEM": "int32", "CKV": "int32", "SKV": "int32", "CMEM": "uint8", "SMEM": "uint8",
+GI_DTYPES = {"HITS": "int32", "SDEM": "uint8", "CKV": "int32", "SKV": "int32", "CMEM": "uint8", "SMEM": "uint8",
              **{f"T{x}{i}": "int32" for x in "DS" for i in range(5)}, "PLAN": "int32", "CKPT": "bool",
              "MEND": "int32", "KINDS": "int8", "NODES": "int32", "RCLS": "int32", "RTOU": "int32", "RSUP": "bool",
-             "RSTOP": "int8", "RSUB": "bool", "RTURN": "int32"}
+             "RSTOP": "int8", "RSUB": "bool", "RTURN": "int32", "RGRP": "int32", "RBUF": "int32", "MGEN": "int32"}
 GF0 = 2 * len(GI_SEGMENTS)   # PX[0:GF0]: the int segments' byte bounds; then the float segments' bounds
-(GF_TF, GF_TL, GF_POPP, GF_CRC, GF_CRCC, GF_EST, GF_P, GF_CKK, GF_SKK, GF_GN, GF_CST, GF_SST, GF_RSTART,
- GF_RD, GF_RCN, GF_RQ, GF_RT0, GF_REVT, GF_RSC, GF_CRCT, GF_PRT, GF_PUT, GF_PQF) = range(23)
+(GF_TF, GF_TL, GF_POPP, GF_CRC, GF_CRCC, GF_EST, GF_P, GF_GN, GF_CST, GF_SST, GF_RSTART,
+ GF_RD, GF_RCN, GF_RQ, GF_RT0, GF_REVT, GF_RSC, GF_CRCT, GF_PRT, GF_PUT, GF_PQF) = range(21)
 #: PQ: the rows of PRT / PRC from PQ_RH to PQ_RT (exclusive) and of PUT / PUC from PQ_UH to PQ_UT are in
 #: the windows; then pop_n (PQ_N .. PQ_N + 6) and pop_r (PQ_R ..) by bucket
 PQ_RH, PQ_RT, PQ_UH, PQ_UT = range(4)
@@ -1770,7 +1770,7 @@ def _gd_c(S):
 
 @njit(cache=True, inline="always")
 def _gd_s(S):
-    return (_gf(S, GF_TF), _gf(S, GF_TL), _gt(S, GI_HITS, np.int32), _gt(S, GI_SDEM, np.int32),
+    return (_gf(S, GF_TF), _gf(S, GF_TL), _gt(S, GI_HITS, np.int32), _gt(S, GI_SDEM, np.uint8),
             _gf(S, GF_POPP),
             _gf(S, GF_CRC), _gf(S, GF_CRCC), _gf(S, GF_EST))
 
@@ -1784,12 +1784,12 @@ def _gd_table(S, k):
 
 @njit(cache=True, inline="always")
 def _gd_hc(S):
-    return (_gd_table(S, GF_CST), _gt(S, GI_CKV, np.int32), _gf(S, GF_CKK), _gt(S, GI_CMEM, np.uint8), _gi(S, GI_CMETA))
+    return (_gd_table(S, GF_CST), _gt(S, GI_CKV, np.int32), _gt(S, GI_CMEM, np.uint8), _gi(S, GI_CMETA))
 
 
 @njit(cache=True, inline="always")
 def _gd_hs(S):
-    return (_gd_table(S, GF_SST), _gt(S, GI_SKV, np.int32), _gf(S, GF_SKK), _gt(S, GI_SMEM, np.uint8), _gi(S, GI_SMETA))
+    return (_gd_table(S, GF_SST), _gt(S, GI_SKV, np.int32), _gt(S, GI_SMEM, np.uint8), _gi(S, GI_SMETA))
 
 
 @njit(cache=True, inline="always")
@@ -1850,9 +1850,13 @@ def _gd_leaf(S, t, cs, gone):
     if len(kinds) < 2 * len(cs):
         raise RuntimeError("cluster_sim engine: gandalf leaf-event buffer full")
     GX = _gi(S, GI_GX)
+    mgen = _gt(S, GI_MGEN, np.int32)
+    if GX[GX_MEMO] >= GD_GEN_LIMIT:          # int32 stamps: the memo starts over (it only saves work)
+        mgen[:] = 0
+        GX[GX_MEMO] = 0
     GX[GX_MEMO] += 1
     n = _leaf_climb(t == DRAM, _bit(t), cs, gone, S.parent, S.res, S.dcnt[t], S.dany, _gt(S, GI_MEND, np.int32),
-                    _gi(S, GI_MGEN), GX[GX_MEMO], kinds, nodes)
+                    mgen, GX[GX_MEMO], kinds, nodes)
     if n:
         GJ._leaf_events(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t == DRAM, _gnow(S),
                         kinds[:n], nodes[:n])
@@ -1887,27 +1891,30 @@ def _gd_access(S, path):
     if _gi(S, GI_F)[GJ.F_POP]:
         _gd_population(S, path, now)
     tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gt(S, GI_HITS, np.int32)
+    hints = _gi(S, GI_GX)[GX_HINTS] != 0
     for k in range(m):
         p = 2 * path[k]
-        if tf[p] == tf[p]:
-            hits[p] += 1
-        else:
-            tf[p] = now
+        if not hints:               # under reuse=hints no kernel reads first touches or hits (none kept)
+            if tf[p] == tf[p]:
+                hits[p] += 1
+            else:
+                tf[p] = now
         tl[p] = now
-    ckpt, sdem, P = _gt(S, GI_CKPT, np.bool_), _gt(S, GI_SDEM, np.int32), _gf(S, GF_P)
-    if _gi(S, GI_GX)[GX_HINTS]:
+    ckpt, sdem, P = _gt(S, GI_CKPT, np.bool_), _gt(S, GI_SDEM, np.uint8), _gf(S, GF_P)
+    if hints:
         _gd_est_access(S, path, ckpt)
     for k in range(m - 1, -1, -1):
         c = path[k]
         if ckpt[c]:
             q = 2 * c + 1
             d = sdem[c]
-            sdem[c] = d + 1
+            if d < 2:                   # demands counted up to 2: every reader asks 0, 1 or >= 2
+                sdem[c] = d + 1
             if d == 0:
                 P[GJ.A_NDEM] += 1.0
             elif d == 1:
                 P[GJ.A_NDEM2] += 1.0
-            if d >= 1:
+            if d >= 1 and not hints:
                 hits[q] += 1
             tl[q] = now
             return
@@ -1980,7 +1987,7 @@ def _gd_inserted(S, q):
         _gf(S, GF_P)[GJ.A_NCKPT] += 1.0
     now = _gnow(S)
     tf, tl = _gf(S, GF_TF), _gf(S, GF_TL)
-    if tf[q] != tf[q]:
+    if _gi(S, GI_GX)[GX_HINTS] == 0 and tf[q] != tf[q]:
         tf[q] = now
     tl[q] = now
 
@@ -1995,7 +2002,7 @@ def _gd_rtab(S, k):
 @njit(cache=True, inline="always")
 def _gd_rcls(S):
     """The estimator's per-payload class, group, touches, superseded, stop, sub-agent and turn arrays."""
-    return (_gt(S, GI_RCLS, np.int32), _gi(S, GI_RGRP), _gt(S, GI_RTOU, np.int32), _gt(S, GI_RSUP, np.bool_),
+    return (_gt(S, GI_RCLS, np.int32), _gt(S, GI_RGRP, np.int32), _gt(S, GI_RTOU, np.int32), _gt(S, GI_RSUP, np.bool_),
             _gt(S, GI_RSTOP, np.int8), _gt(S, GI_RSUB, np.bool_), _gt(S, GI_RTURN, np.int32))
 
 
@@ -2023,7 +2030,7 @@ def _gd_est_access(S, path, ckpt):
         RSC[RS_CRCN] += m
     cls, grp, tou, sup, stop, sub, turn = _gd_rcls(S)
     low = RJ.access(_gf(S, GF_EST), _gf(S, GF_RSTART), cls, grp, tou, sup, stop, sub, turn, _gd_rtab(S, GF_RD),
-                    _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN),
+                    _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gt(S, GI_RBUF, np.int32), _gi(S, GI_RGS), _gi(S, GI_RGN),
                     _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG), _gi(S, GI_REVB), _gi(S, GI_RGM),
                     _gi(S, GI_RTHR), path, state, _gnow(S), GX[GX_STOP], GX[GX_SUB], GX[GX_TID], GX[GX_TURN])
     _gd_rekey(S, low)
@@ -2035,7 +2042,7 @@ def _gd_est_created(S, qs):
     GX = _gi(S, GI_GX)
     cls, grp, tou, sup, stop, sub, turn = _gd_rcls(S)
     low = RJ.created(_gf(S, GF_EST), _gf(S, GF_RSTART), cls, grp, tou, sup, stop, sub, turn, _gd_rtab(S, GF_RD),
-                     _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN),
+                     _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gt(S, GI_RBUF, np.int32), _gi(S, GI_RGS), _gi(S, GI_RGN),
                      _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG), _gi(S, GI_REVB), _gi(S, GI_RGM), qs,
                      _gnow(S), GX[GX_STOP], GX[GX_SUB], GX[GX_TURN])
     _gd_rekey(S, low)
@@ -2061,8 +2068,8 @@ def _gd_tick(S, now):
                 k += 1
         _gd_rekey(S, ps)
         return
-    low = RJ.tick(_gf(S, GF_EST), _gf(S, GF_RSTART), _gt(S, GI_RCLS, np.int32), _gi(S, GI_RGRP), _gd_rtab(S, GF_RQ),
-                  _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN), _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG),
+    low = RJ.tick(_gf(S, GF_EST), _gf(S, GF_RSTART), _gt(S, GI_RCLS, np.int32), _gt(S, GI_RGRP, np.int32), _gd_rtab(S, GF_RQ),
+                  _gt(S, GI_RBUF, np.int32), _gi(S, GI_RGS), _gi(S, GI_RGN), _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG),
                   _gi(S, GI_REVB), _gi(S, GI_RGM), S.res, now)
     _gd_rekey(S, low)
 
@@ -2073,7 +2080,7 @@ def _gd_compact(S):
     into a new one: the live groups' members moved to the front, in group order (a group's slot
     never starts before an older group's, so every move is to the left); ids and members unchanged.
     Growth (a repack of the node's state) is then needed only when the live members fill it."""
-    gbuf, gs, gn, GM = _gi(S, GI_RBUF), _gi(S, GI_RGS), _gi(S, GI_RGN), _gi(S, GI_RGM)
+    gbuf, gs, gn, GM = _gt(S, GI_RBUF, np.int32), _gi(S, GI_RGS), _gi(S, GI_RGN), _gi(S, GI_RGM)
     w = 0
     for g in range(GM[RJ.G_NEXT]):
         n = gn[g]
@@ -2099,9 +2106,9 @@ def _gd_before(S, now, row):
     else:
         RSC[RS_H] = max(math.exp(RSC[RS_LOGAGE]), now - RSC[RS_LASTEV])
     GM = _gi(S, GI_RGM)
-    if GM[RJ.G_USED] + GX[GX_ROOMB] > len(_gi(S, GI_RBUF)):
+    if GM[RJ.G_USED] + GX[GX_ROOMB] > len(_gt(S, GI_RBUF, np.int32)):
         _gd_compact(S)
-    if (GM[RJ.G_USED] + GX[GX_ROOMB] > len(_gi(S, GI_RBUF)) or GM[RJ.G_NEXT] + 8 > len(_gi(S, GI_RGS))
+    if (GM[RJ.G_USED] + GX[GX_ROOMB] > len(_gt(S, GI_RBUF, np.int32)) or GM[RJ.G_NEXT] + 8 > len(_gi(S, GI_RGS))
             or GM[RJ.G_EVN] + 8 > len(_gf(S, GF_REVT))):
         M[M_GROW] |= GROW_HINTS
     seen = GX[GX_SEEN]
@@ -3475,11 +3482,19 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
         if M[M_POLICY] == POLICY_GANDALF:
             # a heap's table holds at most 2 x its live entries + 65 (it is rebuilt beyond that), and
             # its live entries are resident payloads: those of the tiers, and what this request adds
-            room = 2 * ((M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_DR_LO] + 2 * m + 4) + 66
+            held = (M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_DR_LO] + 2 * m + 4
+            room = 2 * held + 66
             M[M_GD_ROOM] = room
             for k in range(GF_CST, GF_SST + 1):
                 if (S.PX[GF0 + k + 1] - S.PX[GF0 + k]) // 3 < room:
                     M[M_GROW] |= GROW_GD
+            # the SSD plan holds SSD victims, the leaf-event buffer two events per chunk leaving a tier
+            # (CompiledNode._gd_held: the same bound, at most every payload)
+            held = min(held, len(S.res)) + 2
+            M[M_GD_HELD] = held
+            if ((S.PX[2 * GI_PLAN + 1] - S.PX[2 * GI_PLAN]) // 4 < held
+                    or S.PX[2 * GI_KINDS + 1] - S.PX[2 * GI_KINDS] < 2 * held):
+                M[M_GROW] |= GROW_GD
             G, cme, sme = _gi(S, GI_G), _gi(S, GI_CMETA), _gi(S, GI_SMETA)
             if max(G[0], G[1], cme[GJ.M_NEXT], sme[GJ.M_NEXT]) >= GD_GEN_LIMIT:
                 M[M_GROW] |= GROW_GDGEN

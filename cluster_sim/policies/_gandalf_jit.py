@@ -8,10 +8,11 @@ same floating-point expressions, so results and decision counters are identical
 
 Layout (no per-payload objects):
 
-* a *heap* is ``(store, kver, kkey, mem, meta)``: ``store[0]`` the entries, one row
+* a *heap* is ``(store, kver, mem, meta)``: ``store[0]`` the entries, one row
   ``(key, item, version)`` each (tie = item, as every Gandalf push uses), kept in a typed
-  list so a push can grow it; ``kver``/``kkey`` the live version and key per payload (0 =
-  absent); ``mem`` the membership the interpreter reads between selections; ``meta`` =
+  list so a push can grow it; ``kver`` the live version per payload (0 = absent; no key per
+  payload: an undo re-pushes a popped entry with the key its pop journaled, and discards a
+  push); ``mem`` the membership the interpreter reads between selections; ``meta`` =
   [length, last version, stale pops, rebuilds, live count]. Pops follow the total order
   of ``(key, item, version)``, as :class:`~cluster_sim.cache.lazyheap.LazyHeap`'s do, and a
   rebuild happens at the same moments (length > 2 x live + 64), so the counters agree too.
@@ -136,13 +137,15 @@ def _rebuild(E, kver, meta):
 
 
 @njit(cache=True)
-def h_push(store, kver, kkey, mem, meta, item, key, jr, jon):
+def h_push(store, kver, mem, meta, item, key, jr, jon):
+    """A push of ``item`` with ``key``; with ``jon``, journaled for h_undo, which discards it. Only
+    non-members are pushed so (a payload just popped, a parent not in the heap): a member's push
+    would need its old key to undo, and the heaps keep no key per payload (decision 152)."""
     if jon:
         if kver[item] != 0:
-            jr.append((float(item), 1.0, kkey[item]))
-        else:
-            jr.append((float(item), 0.0, 0.0))
-    _push_at(_with_room(store, meta), kver, kkey, mem, meta, item, key)
+            raise RuntimeError("cluster_sim gandalf: a journaled push of a heap member")
+        jr.append((float(item), 0.0, 0.0))
+    _push_at(_with_room(store, meta), kver, mem, meta, item, key)
 
 
 @njit(cache=True, inline="always")
@@ -159,14 +162,13 @@ def _with_room(store, meta):
 
 
 @njit(cache=True, inline="always")
-def _push_at(E, kver, kkey, mem, meta, item, key):
+def _push_at(E, kver, mem, meta, item, key):
     """The push itself (a new version of ``item`` with ``key``) into table ``E``, which has room."""
     meta[M_NEXT] += 1
     v = meta[M_NEXT]
     if kver[item] == 0:
         meta[M_LIVE] += 1
     kver[item] = v
-    kkey[item] = key
     mem[item] = 1
     n = meta[M_LEN]
     _put(E, n, key, float(item), float(v))
@@ -176,16 +178,9 @@ def _push_at(E, kver, kkey, mem, meta, item, key):
         _rebuild(E, kver, meta)
 
 
-@njit(cache=True)
-def h_discard(kver, kkey, mem, meta, item, jr, jon):
-    if jon and kver[item] != 0:
-        jr.append((float(item), 1.0, kkey[item]))
-    h_forget(kver, mem, meta, item)
-
-
 @njit(cache=True, inline="always")
 def h_forget(kver, mem, meta, item):
-    """h_discard without a journal (no list to allocate: the engine's per-payload on_leave)."""
+    """``item`` leaves the heap (its entry, if any, goes stale)."""
     if kver[item] != 0:
         kver[item] = 0
         meta[M_LIVE] -= 1
@@ -210,7 +205,7 @@ def h_peek(store, kver, meta):
 
 
 @njit(cache=True)
-def h_pop(store, kver, kkey, mem, meta, jr, jon):
+def h_pop(store, kver, mem, meta, jr, jon):
     """(found, key, item) of the minimum, removed."""
     E = store[0]
     _clean_top(E, kver, meta)
@@ -228,25 +223,25 @@ def h_pop(store, kver, kkey, mem, meta, jr, jon):
 
 
 @njit(cache=True)
-def h_undo(store, kver, kkey, mem, meta, jr):
+def h_undo(store, kver, mem, meta, jr):
     for x in range(len(jr) - 1, -1, -1):
         it, had, old = jr[x]
         item = int(it)
         if had == 0.0:
-            h_discard(kver, kkey, mem, meta, item, jr, False)
+            h_forget(kver, mem, meta, item)
         else:
-            h_push(store, kver, kkey, mem, meta, item, old, jr, False)
+            h_push(store, kver, mem, meta, item, old, jr, False)
 
 
 @njit(cache=True)
-def h_flush(store, kver, kkey, mem, meta, ops, items, keys):
+def h_flush(store, kver, mem, meta, ops, items, keys):
     """Replay queued interpreter-side changes: op 1 = push, 0 = discard."""
     jr = _new_journal()
     for x in range(len(ops)):
         if ops[x] == 1:
-            h_push(store, kver, kkey, mem, meta, items[x], keys[x], jr, False)
+            h_push(store, kver, mem, meta, items[x], keys[x], jr, False)
         else:
-            h_discard(kver, kkey, mem, meta, items[x], jr, False)
+            h_forget(kver, mem, meta, items[x])
 
 
 @njit(cache=True)
@@ -489,9 +484,9 @@ def _pool_more(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr):
     dcs = C[8]
     dany = C[9]
     cur = F[F_CUR]
-    store, kver, kkey, mem, meta = HS
+    store, kver, mem, meta = HS
     while True:
-        ok, key, p = h_pop(store, kver, kkey, mem, meta, jr, True)
+        ok, key, p = h_pop(store, kver, mem, meta, jr, True)
         if not ok:
             pst[1] = 1
             return False
@@ -506,14 +501,14 @@ def _pool_more(C, S, P, F, HS, TS, gs, now, items, popped, pst, jr):
         if fresh > key + _EPS * max(1.0, abs(key)):
             found, nk = h_peek(store, kver, meta)
             if found and fresh > nk:
-                h_push(store, kver, kkey, mem, meta, p, fresh, jr, True)
+                h_push(store, kver, mem, meta, p, fresh, jr, True)
                 continue
         popped.append((fresh, p))
         _, par = t_take(TS, gs, res, parent, dcs, dany, IN_SSD, p, res[p] == IN_SSD and not is_state(p))
         if par >= 0:
             q = fa_of(par)
             if res[q] == IN_SSD and kver[q] == 0 and pin[q] != cur and t_may_drop_last(TS, gs, dany, par):
-                h_push(store, kver, kkey, mem, meta, q, ssd_key(C, S, P, F, q, now), jr, True)
+                h_push(store, kver, mem, meta, q, ssd_key(C, S, P, F, q, now), jr, True)
         sz = psize(C, p)
         v = math.exp(fresh - now / P[A_TAU]) * sz if fresh > -1e299 else 0.0
         items.append((v, sz, p))
@@ -606,7 +601,7 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
     gd = G[0]
     G[1] += 1
     gs = G[1]
-    store, kver, kkey, mem, meta = HC
+    store, kver, mem, meta = HC
     jrc = _new_journal()
     jrs = _new_journal()
     outp = _new_ints()
@@ -624,7 +619,7 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
     freed = 0
     tries = 0
     while freed < need:
-        ok, key, p = h_pop(store, kver, kkey, mem, meta, jrc, True)
+        ok, key, p = h_pop(store, kver, mem, meta, jrc, True)
         if not ok:
             break
         if not res[p] & IN_DRAM:
@@ -705,7 +700,7 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
                 if found and fresh > nk:
                     tries += 1
                     K[K_REPUSHES] += 1
-                    h_push(store, kver, kkey, mem, meta, p, fresh, jrc, True)
+                    h_push(store, kver, mem, meta, p, fresh, jrc, True)
                     continue
         tries = 0
         if best == _INF and not free_move:
@@ -731,23 +726,23 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
             q = fa_of(y)
             if not (kver[q] != 0 or not res[q] & IN_DRAM or pin[q] == cur or t_chosen(TD, gd, q)
                     or not t_is_leaf(TD, gd, dcd, y)):
-                h_push(store, kver, kkey, mem, meta, q, cand_key(C, S, P, F, q, now), jrc, True)
+                h_push(store, kver, mem, meta, q, cand_key(C, S, P, F, q, now), jrc, True)
     n = len(outp)
     if freed < need:
-        h_undo(store, kver, kkey, mem, meta, jrc)
-        s2, kv2, kk2, m2, me2 = HS
-        h_undo(s2, kv2, kk2, m2, me2, jrs)
+        h_undo(store, kver, mem, meta, jrc)
+        s2, kv2, m2, me2 = HS
+        h_undo(s2, kv2, m2, me2, jrs)
         K[:] = k0
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), need - freed
     for x in range(len(aside)):
         key, p = aside[x]
         if not t_chosen(TD, gd, p) and res[p] & IN_DRAM:
-            h_push(store, kver, kkey, mem, meta, p, key, jrc, False)
-    s2, kv2, kk2, m2, me2 = HS
+            h_push(store, kver, mem, meta, p, key, jrc, False)
+    s2, kv2, m2, me2 = HS
     for x in range(len(popped)):
         key, p = popped[x]
         if res[p] & IN_SSD:
-            h_push(s2, kv2, kk2, m2, me2, p, key, jrs, False)
+            h_push(s2, kv2, m2, me2, p, key, jrs, False)
     plan = np.empty(pst[0], dtype=np.int64)
     for x in range(pst[0]):
         plan[x] = items[x][2]
@@ -758,7 +753,7 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
         a = outa[x]
         op[x] = p
         oa[x] = a
-        h_discard(kver, kkey, mem, meta, p, jrc, False)
+        h_forget(kver, mem, meta, p)
         if a == DEMOTE:
             K[K_MOVES_STATE if is_state(p) else K_MOVES_FA] += 1
             if res[p] & IN_SSD:
@@ -791,12 +786,12 @@ def _take_plan(C, K, HS, TS, G, F, plan, need):
         freed += psize(C, p)
     if freed < need:
         return np.zeros(0, np.int64)
-    store, kver, kkey, mem, meta = HS
+    store, kver, mem, meta = HS
     jr = _new_journal()
     op = np.empty(len(out), dtype=np.int64)
     for x in range(len(out)):
         op[x] = out[x]
-        h_discard(kver, kkey, mem, meta, out[x], jr, False)
+        h_forget(kver, mem, meta, out[x])
     K[K_SSD_EVICTIONS] += len(out)
     return op
 
@@ -815,14 +810,14 @@ def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
     cur = F[F_CUR]
     G[1] += 1
     gs = G[1]
-    store, kver, kkey, mem, meta = HS
+    store, kver, mem, meta = HS
     jr = _new_journal()
     outl = _new_ints()
     aside = _new_pairs()
     k0 = K.copy()
     freed = 0
     while freed < need:
-        ok, key, p = h_pop(store, kver, kkey, mem, meta, jr, True)
+        ok, key, p = h_pop(store, kver, mem, meta, jr, True)
         if not ok:
             break
         if not res[p] & IN_SSD or pin[p] == cur or t_chosen(TS, gs, p):
@@ -837,7 +832,7 @@ def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
         found, nk = h_peek(store, kver, meta)
         if fresh > key + _EPS * max(1.0, abs(key)) and found and fresh > nk:
             K[K_REPUSHES] += 1
-            h_push(store, kver, kkey, mem, meta, p, fresh, jr, True)
+            h_push(store, kver, mem, meta, p, fresh, jr, True)
             continue
         _, par = t_take(TS, gs, res, C[3], C[8], dany, IN_SSD, p, res[p] == IN_SSD and not is_state(p))
         outl.append(p)
@@ -845,19 +840,19 @@ def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
         if par >= 0:
             q = fa_of(par)
             if res[q] == IN_SSD and kver[q] == 0 and pin[q] != cur and t_may_drop_last(TS, gs, dany, par):
-                h_push(store, kver, kkey, mem, meta, q, ssd_key(C, S, P, F, q, now), jr, True)
+                h_push(store, kver, mem, meta, q, ssd_key(C, S, P, F, q, now), jr, True)
     if freed < need:
-        h_undo(store, kver, kkey, mem, meta, jr)
+        h_undo(store, kver, mem, meta, jr)
         K[:] = k0
         return np.zeros(0, np.int64)
     for x in range(len(aside)):
         key, p = aside[x]
         if not t_chosen(TS, gs, p):
-            h_push(store, kver, kkey, mem, meta, p, key, jr, False)
+            h_push(store, kver, mem, meta, p, key, jr, False)
     op = np.empty(len(outl), dtype=np.int64)
     for x in range(len(outl)):
         op[x] = outl[x]
-        h_discard(kver, kkey, mem, meta, outl[x], jr, False)
+        h_forget(kver, mem, meta, outl[x])
     K[K_SSD_EVICTIONS] += len(outl)
     return op
 
@@ -867,12 +862,12 @@ def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
 @njit(cache=True)
 def select_dram_flat(res, pin, sbx, parent, depth, anchor, flat, dcd, dcs, dany,
                      tf, tl, hits, sdem, popp, crc, crcc, est, P, F, K,
-                     cs, ckv, ckk, cmem, cmeta, ss, skv, skk, smem, smeta,
+                     cs, ckv, cmem, cmeta, ss, skv, smem, smeta,
                      td0, td1, td2, td3, td4, ts0, ts1, ts2, ts3, ts4, G, need, now, ssd_free):
     C = (_b(res), _b(pin), _b(sbx), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
     S = (_b(tf), _b(tl), _b(hits), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
-    return select_dram(C, S, _b(P), _b(F), _b(K), (cs, _b(ckv), _b(ckk), _b(cmem), _b(cmeta)),
-                       (ss, _b(skv), _b(skk), _b(smem), _b(smeta)),
+    return select_dram(C, S, _b(P), _b(F), _b(K), (cs, _b(ckv), _b(cmem), _b(cmeta)),
+                       (ss, _b(skv), _b(smem), _b(smeta)),
                        (_b(td0), _b(td1), _b(td2), _b(td3), _b(td4)), (_b(ts0), _b(ts1), _b(ts2), _b(ts3), _b(ts4)),
                        _b(G), need, now, ssd_free)
 
@@ -880,10 +875,10 @@ def select_dram_flat(res, pin, sbx, parent, depth, anchor, flat, dcd, dcs, dany,
 @njit(cache=True)
 def select_ssd_flat(res, pin, sbx, parent, depth, anchor, flat, dcd, dcs, dany,
                     tf, tl, hits, sdem, popp, crc, crcc, est, P, F, K,
-                    ss, skv, skk, smem, smeta, ts0, ts1, ts2, ts3, ts4, G, need, now, plan):
+                    ss, skv, smem, smeta, ts0, ts1, ts2, ts3, ts4, G, need, now, plan):
     C = (_b(res), _b(pin), _b(sbx), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
     S = (_b(tf), _b(tl), _b(hits), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
-    return select_ssd(C, S, _b(P), _b(F), _b(K), (ss, _b(skv), _b(skk), _b(smem), _b(smeta)),
+    return select_ssd(C, S, _b(P), _b(F), _b(K), (ss, _b(skv), _b(smem), _b(smeta)),
                       (_b(ts0), _b(ts1), _b(ts2), _b(ts3), _b(ts4)), _b(G), need, now, _b(plan))
 
 
@@ -908,43 +903,43 @@ def _enter(C, S, P, F, HC, HS, tier, now, ps):
     test), so each heap sees the pushes of the per-payload calls, in their order."""
     res = C[0]
     dcd = C[7]
-    cs, ckv, ckk, cmem, cmeta = HC
-    ss, skv, skk, smem, smeta = HS
+    cs, ckv, cmem, cmeta = HC
+    ss, skv, smem, smeta = HS
     Ec = cs[0]
     Es = ss[0]
     for i in range(len(ps)):
         p = ps[i]
         if tier == 2:                       # SSD
             Es = _table(ss, smeta, Es)
-            _push_at(_b(Es), skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
+            _push_at(_b(Es), skv, smem, smeta, p, ssd_key(C, S, P, F, p, now))
             continue
         if tier == 1 and (is_state(p) or dcd[chunk_of(p)] == 0):
             Ec = _table(cs, cmeta, Ec)
-            _push_at(_b(Ec), ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
+            _push_at(_b(Ec), ckv, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
         if res[p] & IN_SSD and not smem[p]:
             Es = _table(ss, smeta, Es)
-            _push_at(_b(Es), skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
+            _push_at(_b(Es), skv, smem, smeta, p, ssd_key(C, S, P, F, p, now))
 
 
 @njit(cache=True)
 def _enter_one(C, S, P, F, HC, HS, tier, now, p):
     """_enter of one payload without its buffers (the engine's on_enter, one call per payload):
     the same pushes with the same keys (keys do not read the heaps, and the two heaps are apart)."""
-    cs, ckv, ckk, cmem, cmeta = HC
-    ss, skv, skk, smem, smeta = HS
+    cs, ckv, cmem, cmeta = HC
+    ss, skv, smem, smeta = HS
     if tier == 2:                           # SSD
-        _push_one(ss, skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
+        _push_one(ss, skv, smem, smeta, p, ssd_key(C, S, P, F, p, now))
         return
     if tier == 1 and (is_state(p) or C[7][chunk_of(p)] == 0):
-        _push_one(cs, ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
+        _push_one(cs, ckv, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
     if C[0][p] & IN_SSD and not smem[p]:
-        _push_one(ss, skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
+        _push_one(ss, skv, smem, smeta, p, ssd_key(C, S, P, F, p, now))
 
 
 @njit(cache=True)
-def _push_one(store, kver, kkey, mem, meta, item, key):
+def _push_one(store, kver, mem, meta, item, key):
     """A push of one item (no journal, no buffers)."""
-    _push_at(_with_room(store, meta), kver, kkey, mem, meta, item, key)
+    _push_at(_with_room(store, meta), kver, mem, meta, item, key)
 
 
 @njit(cache=True)
@@ -953,8 +948,8 @@ def _leaf_events(C, S, P, F, HC, HS, dram, now, kinds, nodes):
     and a payload's membership, set by its push, is what a later event tests)."""
     res = C[0]
     dcd = C[7]
-    cs, ckv, ckk, cmem, cmeta = HC
-    ss, skv, skk, smem, smeta = HS
+    cs, ckv, cmem, cmeta = HC
+    ss, skv, smem, smeta = HS
     Ec = cs[0]
     Es = ss[0]
     for i in range(len(kinds)):
@@ -962,45 +957,45 @@ def _leaf_events(C, S, P, F, HC, HS, dram, now, kinds, nodes):
         if kinds[i] == 0:                   # on_leaf(tier, c)
             if dram and res[p] & IN_DRAM and not cmem[p]:
                 Ec = _table(cs, cmeta, Ec)
-                _push_at(_b(Ec), ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
+                _push_at(_b(Ec), ckv, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
         else:                               # on_global_leaf(c)
             r = res[p]
             if r & IN_DRAM and not cmem[p] and dcd[nodes[i]] == 0:
                 Ec = _table(cs, cmeta, Ec)
-                _push_at(_b(Ec), ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
+                _push_at(_b(Ec), ckv, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
             if r & IN_SSD and not smem[p]:
                 Es = _table(ss, smeta, Es)
-                _push_at(_b(Es), skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
+                _push_at(_b(Es), skv, smem, smeta, p, ssd_key(C, S, P, F, p, now))
 
 
 @njit(cache=True)
 def _rekey_push(C, S, P, F, HC, HS, now, ps):
     """_rekey: every payload of ``ps`` in a heap is pushed again with its current key, at once (keys
     do not read the heaps, and a member stays one: each heap sees its pushes in order)."""
-    cs, ckv, ckk, cmem, cmeta = HC
-    ss, skv, skk, smem, smeta = HS
+    cs, ckv, cmem, cmeta = HC
+    ss, skv, smem, smeta = HS
     Ec = cs[0]
     Es = ss[0]
     for i in range(len(ps)):
         p = ps[i]
         if cmem[p]:
             Ec = _table(cs, cmeta, Ec)
-            _push_at(_b(Ec), ckv, ckk, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
+            _push_at(_b(Ec), ckv, cmem, cmeta, p, cand_key(C, S, P, F, p, now))
         if smem[p]:
             Es = _table(ss, smeta, Es)
-            _push_at(_b(Es), skv, skk, smem, smeta, p, ssd_key(C, S, P, F, p, now))
+            _push_at(_b(Es), skv, smem, smeta, p, ssd_key(C, S, P, F, p, now))
 
 
 @njit(cache=True)
 def events_flat(res, pin, sbx, parent, depth, anchor, flat, dcd, dcs, dany,
                 tf, tl, hits, sdem, popp, crc, crcc, est, P, F,
-                cs, ckv, ckk, cmem, cmeta, ss, skv, skk, smem, smeta, what, tier, now, a, b):
+                cs, ckv, cmem, cmeta, ss, skv, smem, smeta, what, tier, now, a, b):
     """what 0: on_enter(tier, p) for p in ``a``; 1: the leaf events (kinds ``a``, chunks ``b``)
     of tier ``tier``; 2: _rekey(``a``)."""
     C = (_b(res), _b(pin), _b(sbx), _b(parent), _b(depth), _b(anchor), _b(flat), _b(dcd), _b(dcs), _b(dany))
     S = (_b(tf), _b(tl), _b(hits), _b(sdem), _b(popp), _b(crc), _b(crcc), _b(est))
-    HC = (cs, _b(ckv), _b(ckk), _b(cmem), _b(cmeta))
-    HS = (ss, _b(skv), _b(skk), _b(smem), _b(smeta))
+    HC = (cs, _b(ckv), _b(cmem), _b(cmeta))
+    HS = (ss, _b(skv), _b(smem), _b(smeta))
     if what == 0:
         _enter(C, S, _b(P), _b(F), HC, HS, tier, now, _b(a))
     elif what == 1:

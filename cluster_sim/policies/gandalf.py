@@ -1117,7 +1117,7 @@ class _JitHeap:
         self.J = J
         self.mem = np.zeros(n, dtype=np.uint8)
         self.meta = np.zeros(J.N_META, dtype=np.int64)
-        self.tup = (store, np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.float64), self.mem, self.meta)
+        self.tup = (store, np.zeros(n, dtype=np.int64), self.mem, self.meta)
         self._ops: list[int] = []
         self._items: list[int] = []
         self._keys: list[float] = []

@@ -87,7 +87,7 @@ class _EventReuse:
         self.E = np.ones(n2, dtype=np.float64)      # optimistic until the first refit
         self.start = np.full(n2, np.nan)            # start of the payload's open reference
         self.cls = np.zeros(n2, dtype=np.int32)
-        self.grp = np.full(n2, -1, dtype=np.int64)
+        self.grp = np.full(n2, -1, dtype=np.int32)  # group ids: below 2^31 (about two a request; renumbered compiled)
         self.touches = np.zeros(n2, dtype=np.int32)
         self.sup = np.zeros(n2, dtype=bool)
         self.stop = np.zeros(n2, dtype=np.int8)
@@ -388,7 +388,7 @@ class CompiledHintsReuse(HintsReuse):
         self.groups = self.events = self.next_gid = None     # kept in the arrays below instead
         maxd = int(np.max(depth)) if len(depth) else 1
         self._room_need = 2 * maxd + 4             # the most one call adds to the member buffer
-        self.gbuf = np.zeros(max(1024, 4 * self._room_need), dtype=np.int64)
+        self.gbuf = np.zeros(max(1024, 4 * self._room_need), dtype=np.int32)   # payload ids
         self.gs = np.zeros(1024, dtype=np.int64)
         self.gn = np.full(1024, -1, dtype=np.int64)
         self.gt0 = np.zeros(1024, dtype=np.float64)
@@ -435,7 +435,7 @@ class CompiledHintsReuse(HintsReuse):
         if len(live):
             np.cumsum(lens[:-1], out=new_off[1:])
         src = np.repeat(self.gs[live] - new_off, lens) + np.arange(total, dtype=np.int64)
-        buf = np.zeros(max(1024, 2 * (total + self._room_need)), dtype=np.int64)
+        buf = np.zeros(max(1024, 2 * (total + self._room_need)), dtype=np.int32)
         buf[:total] = self.gbuf[src]
         self.gbuf = buf
         self.gs[live] = new_off
