@@ -105,7 +105,7 @@ def test_gandalf_keeps_counts_flags_and_generations_narrow():
     node = _gandalf_node(cfg, trace)
     node.replay_raw(trace.offsets, np.arange(trace.n_requests, dtype=np.int64), trace.counted, trace.arrival_s)
     U = trace.n_chunks
-    want = {"HITS": np.int32, "CMEM": np.uint8, "SMEM": np.uint8, "TD0": np.int32, "TS4": np.int32,
+    want = {"HITS": np.int32, "CMEM": np.uint8, "SMEM": np.uint8, "TD0": np.int32, "TS4": np.uint16, "TD3": np.uint16,
             "CKPT": np.bool_, "KINDS": np.int8, "NODES": np.int32, "G": np.int64, "SBX": np.int64,
             "RGRP": np.int32, "RBUF": np.int32, "MGEN": np.int32, "PLAN": np.int32}
     for name, dt in want.items():
@@ -125,9 +125,10 @@ def test_gandalf_keeps_counts_flags_and_generations_narrow():
 
 
 def test_gandalf_generation_reset_changes_nothing():
-    """Its tentatives keep selection generations as int32 and its heaps their versions: the reset
-    that keeps them below 2^31 (zero stamps, zero generations, versions renumbered in order) leaves
-    every later decision and counter as it was."""
+    """Its tentatives keep selection stamps as uint16 (cleared when a generation would pass
+    ``STAMP_MAX``, in the kernel) and its heaps their versions as int32 (renumbered in order when one
+    reaches ``GD_GEN_LIMIT``): both resets, forced half-way through a run, leave every later decision
+    and counter as it was."""
     cfg = SimConfig.from_mapping(cluster_sim.compose(["policy=gandalf", "cache.engine=numba", "hardware.ssd_bytes=4GB"]))
     trace = prepare(cfg)[0]
     a, b = _gandalf_node(cfg, trace), _gandalf_node(cfg, trace)
@@ -137,11 +138,12 @@ def test_gandalf_generation_reset_changes_nothing():
     ra1 = a.replay_raw(trace.offsets, first, trace.counted, trace.arrival_s)
     rb1 = b.replay_raw(trace.offsets, first, trace.counted, trace.arrival_s)
     assert np.array_equal(ra1, rb1)
-    assert b._gseg("G")[0] > 0 and b._gseg("TD1").max() > 0      # selections ran: stamps to lose
     GJ = b.J.GJ
+    G = b._gseg("G")
+    assert G[0] > 0 and b._gseg("TD1").max() > 0 and b._gseg("TD1").dtype == np.uint16   # stamps to lose
+    G[:] = GJ.STAMP_MAX                  # the next selection of each kind clears its stamps
     before = [int(b._gseg(m)[GJ.M_NEXT]) for m in ("CMETA", "SMETA")]
     b._gd_gens_guard(limit=1)
-    assert b._gseg("G").max() == 0 and b._gseg("TD1").max() == 0
     # the heaps' versions renumbered 1..n in their order (decision 151): fewer than were handed out
     assert before[0] > 0                                       # the DRAM heap was used
     for m, v0, kv in zip(("CMETA", "SMETA"), before, ("CKV", "SKV")):
@@ -154,6 +156,7 @@ def test_gandalf_generation_reset_changes_nothing():
     ra2 = a.replay_raw(trace.offsets, second, trace.counted, trace.arrival_s)
     rb2 = b.replay_raw(trace.offsets, second, trace.counted, trace.arrival_s)
     assert 0 < b._gseg("CMETA")[GJ.M_NEXT] < b.J.GD_GEN_LIMIT
+    assert 0 < b._gseg("G")[0] < a._gseg("G")[0]                # the stamps started over
     assert np.array_equal(ra2, rb2)
     assert np.array_equal(a.residency(), b.residency())
     assert a.counters() == b.counters()
@@ -212,14 +215,14 @@ def test_every_gandalf_segment_is_read_as_the_type_it_is_packed_as():
     from cluster_sim.engine import _jit as J
     src = Path(J.__file__).read_text()
     names = {"np.int64": "int64", "np.int32": "int32", "np.int8": "int8", "np.uint8": "uint8", "np.bool_": "bool",
-             "i4": "int32"}
+             "np.uint16": "uint16", "i4": "int32", "u2": "uint16"}
     reads = [(m, names[t]) for m, t in re.findall(r"_gt\(S, GI_(\w+), ([\w.]+)\)", src)]
     reads += [(m, "int64") for m in re.findall(r"_gi\(S, GI_(\w+)\)", src)]
     assert len(reads) > 60
     for seg, dt in reads:
         assert J.GI_DTYPES.get(seg, "int64") == dt, f"GI_{seg} is read as {dt}, packed as {J.GI_DTYPES.get(seg, 'int64')}"
     read = {seg for seg, _ in reads}
-    assert set(J.GI_DTYPES) <= read | {f"T{x}{i}" for x in "DS" for i in range(5)}
+    assert set(J.GI_DTYPES) <= read
 
 
 def test_gandalf_sizes_by_depth_give_every_payloads_bytes_and_refuse_what_depth_cannot_give():

@@ -1095,19 +1095,14 @@ class CompiledNode:
         self._gd_repack(ints=new_i, floats=new_f)
 
     def _gd_gens_guard(self, limit: int | None = None) -> None:
-        """Gandalf's selection generations (``G``) are kept as int32 in its tentatives, and its heaps'
-        versions as int32 per payload: past ``limit`` (``_jit.GD_GEN_LIMIT``; the kernel stops at the
-        first request that finds one there, GROW_GDGEN), every stamp and both generations go back to 0
-        (a stamp counts only within its own selection, so none is lost), and a heap's versions are
-        renumbered 1, 2, ... in their order (entries order by (key, item, version), and only a
-        payload's live version is compared: the same pops, stale pops and rebuilds follow)."""
+        """Gandalf's heaps keep their versions as int32 per payload: past ``limit``
+        (``_jit.GD_GEN_LIMIT``; the kernel stops at the first request that finds one there,
+        GROW_GDGEN), a heap's versions are renumbered 1, 2, ... in their order (entries order by
+        (key, item, version), and only a payload's live version is compared: the same pops, stale
+        pops and rebuilds follow). (Its tentatives' uint16 stamps start over in the kernel:
+        ``_gandalf_jit.t_next``.)"""
         J, GJ = self.J, self.J.GJ
         limit = J.GD_GEN_LIMIT if limit is None else limit
-        G = self._gseg("G")
-        if G[0] >= limit or G[1] >= limit:
-            for name in ("TD1", "TD3", "TD4", "TS1", "TS3", "TS4"):
-                self._gseg(name)[:] = 0
-            G[:] = 0
         for table, kv, meta in (("CST", "CKV", "CMETA"), ("SST", "SKV", "SMETA")):
             meta, kver = self._gseg(meta), self._gseg(kv)
             if meta[GJ.M_NEXT] < limit:

@@ -157,10 +157,10 @@ GROW_HINTS = 512     # gandalf, reuse=hints: its estimator's buffers need room
 GROW_REFIT = 1024    # gandalf, reuse=hints: its estimator's refit is due at this request's tick
 GROW_POP = 2048      # gandalf, reuse=population: its windows of references need room
 GROW_MC_TUNE = 4096  # marconi, alpha=auto: its alpha tuning is due at this request's tick (_marconi_eng)
-GROW_GDGEN = 8192    # gandalf: its selection generations or heap versions near GD_GEN_LIMIT (renumbered)
-#: Gandalf keeps its selection generations (tentative stamps) and its heaps' versions as int32: at a
-#: request that finds one at this limit, they are renumbered between requests (a request makes far
-#: fewer than 2^30 selections or pushes)
+GROW_GDGEN = 8192    # gandalf: its heap versions near GD_GEN_LIMIT (renumbered)
+#: Gandalf keeps its heaps' versions (and its leaf memo's stamps) as int32: at a request that finds
+#: one at this limit, they are renumbered between requests (a request makes far fewer than 2^30
+#: pushes); its tentatives' uint16 stamps start over in the kernel (``_gandalf_jit.t_next``)
 GD_GEN_LIMIT = 2**30
 
 F_ADM, F_HIT = 1, 2
@@ -219,7 +219,7 @@ GF_SEGMENTS = ("TF", "TL", "POPP", "CRC", "CRCC", "EST", "P", "GN", "CST", "SST"
 #: the int segments' element types where they are not int64: counts, ids and generations that stay below
 #: 2^31 as int32, flags as uint8 / bool, the estimator's arrays as its own (policies.reuse)
 GI_DTYPES = {"HITS": "int32", "SDEM": "uint8", "CKV": "int32", "SKV": "int32", "CMEM": "uint8", "SMEM": "uint8",
-             **{f"T{x}{i}": "int32" for x in "DS" for i in range(5)}, "PLAN": "int32", "CKPT": "bool",
+             **{f"T{x}{i}": "int32" if i in (0, 2) else "uint16" for x in "DS" for i in range(5)}, "PLAN": "int32", "CKPT": "bool",
              "MEND": "int32", "KINDS": "int8", "NODES": "int32", "RCLS": "int32", "RTOU": "int32", "RSUP": "bool",
              "RSTOP": "int8", "RSUB": "bool", "RTURN": "int32", "RGRP": "int32", "RBUF": "int32", "MGEN": "int32"}
 GF0 = 2 * len(GI_SEGMENTS)   # PX[0:GF0]: the int segments' byte bounds; then the float segments' bounds
@@ -1759,13 +1759,18 @@ def _gi(S, k):
 
 @njit(cache=True, inline="always")
 def _gf(S, k):
-    """Gandalf's float64 segment ``k`` (a view)."""
-    return S.FX[S.PX[GF0 + k]:S.PX[GF0 + k + 1]]
+    """Gandalf's float64 segment ``k`` (a borrowed view: a slice would carry FX's reference count, and
+    every inlined key function counts each array of its tuples in and out)."""
+    return seg_view(S.FX, 8 * S.PX[GF0 + k], 8 * S.PX[GF0 + k + 1], np.float64)
 
 
 @njit(cache=True, inline="always")
 def _gd_c(S):
-    return (S.res, S.pin, _gi(S, GI_SBX), S.parent, S.depth, S.anchor, S.flat, S.dcnt[1], S.dcnt[2], S.dany)
+    """The chunk arrays Gandalf's kernels take (GJ's ``C``), borrowed: its key functions are inlined,
+    and an inlined call counts every array of its tuples in and out (30% of a re-key's time when
+    they were counted)."""
+    return (borrow(S.res), borrow(S.pin), _gi(S, GI_SBX), borrow(S.parent), borrow(S.depth), borrow(S.anchor),
+            borrow(S.flat), borrow(S.dcnt[1]), borrow(S.dcnt[2]), borrow(S.dany))
 
 
 @njit(cache=True, inline="always")
@@ -1794,14 +1799,14 @@ def _gd_hs(S):
 
 @njit(cache=True, inline="always")
 def _gd_td(S):
-    i4 = np.int32
-    return (_gt(S, GI_TD0, i4), _gt(S, GI_TD1, i4), _gt(S, GI_TD2, i4), _gt(S, GI_TD3, i4), _gt(S, GI_TD4, i4))
+    i4, u2 = np.int32, np.uint16
+    return (_gt(S, GI_TD0, i4), _gt(S, GI_TD1, u2), _gt(S, GI_TD2, i4), _gt(S, GI_TD3, u2), _gt(S, GI_TD4, u2))
 
 
 @njit(cache=True, inline="always")
 def _gd_ts(S):
-    i4 = np.int32
-    return (_gt(S, GI_TS0, i4), _gt(S, GI_TS1, i4), _gt(S, GI_TS2, i4), _gt(S, GI_TS3, i4), _gt(S, GI_TS4, i4))
+    i4, u2 = np.int32, np.uint16
+    return (_gt(S, GI_TS0, i4), _gt(S, GI_TS1, u2), _gt(S, GI_TS2, i4), _gt(S, GI_TS3, u2), _gt(S, GI_TS4, u2))
 
 
 @njit(cache=True, inline="always")
@@ -3495,8 +3500,8 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
             if ((S.PX[2 * GI_PLAN + 1] - S.PX[2 * GI_PLAN]) // 4 < held
                     or S.PX[2 * GI_KINDS + 1] - S.PX[2 * GI_KINDS] < 2 * held):
                 M[M_GROW] |= GROW_GD
-            G, cme, sme = _gi(S, GI_G), _gi(S, GI_CMETA), _gi(S, GI_SMETA)
-            if max(G[0], G[1], cme[GJ.M_NEXT], sme[GJ.M_NEXT]) >= GD_GEN_LIMIT:
+            cme, sme = _gi(S, GI_CMETA), _gi(S, GI_SMETA)
+            if max(cme[GJ.M_NEXT], sme[GJ.M_NEXT]) >= GD_GEN_LIMIT:
                 M[M_GROW] |= GROW_GDGEN
             if S.PX[(S.PX[2 * GI_GX] >> 3) + GX_HINTS] != 0:
                 _gd_before(S, arrival[i], R[j])

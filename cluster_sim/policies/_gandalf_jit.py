@@ -18,7 +18,8 @@ Layout (no per-payload objects):
   rebuild happens at the same moments (length > 2 x live + 64), so the counters agree too.
 * a *tentative* (:class:`~cluster_sim.policies.base.Tentative` plus the chosen set) is
   arrays stamped with a generation: a value counts only when its stamp equals the current
-  generation, so a new tentative costs nothing to clear.
+  generation, so a new tentative costs nothing to clear (the stamps are cleared once every
+  ``STAMP_MAX`` generations, so that they fit uint16: ``t_next``).
 * the interpreter's heap changes between selections (``on_enter`` and friends) are queued
   and replayed, in order, at the start of the next kernel call.
 """
@@ -253,6 +254,24 @@ def _new_journal():
 
 # ---------------------------------------------------------------------------- tentative
 # T = (cred, cred_g, creda, creda_g, chosen_g) ; gen: the current generation
+#: a tentative's stamps (cred_g, creda_g, chosen_g) may be as narrow as uint16: past this generation
+#: they are cleared and the count starts again at 1 (a stamp counts only within its own selection)
+STAMP_MAX = 65535
+
+
+@njit(cache=True)
+def t_next(T, G, i):
+    """The generation of a new tentative ``T`` (counter ``G[i]``): no stamp of an earlier one counts."""
+    g = G[i] + 1
+    if g > STAMP_MAX:
+        T[1][:] = 0
+        T[3][:] = 0
+        T[4][:] = 0
+        g = 1
+    G[i] = g
+    return g
+
+
 @njit(cache=True, inline="always")
 def _cred(T, gen, c):
     return T[0][c] if T[1][c] == gen else 0
@@ -597,10 +616,8 @@ def select_dram(C, S, P, F, K, HC, HS, TD, TS, G, need, now, ssd_free):
     parent = C[3]
     dcd = C[7]
     dany = C[9]
-    G[0] += 1
-    gd = G[0]
-    G[1] += 1
-    gs = G[1]
+    gd = t_next(TD, G, 0)
+    gs = t_next(TS, G, 1)
     store, kver, mem, meta = HC
     jrc = _new_journal()
     jrs = _new_journal()
@@ -769,8 +786,7 @@ def _take_plan(C, K, HS, TS, G, F, plan, need):
     res = C[0]
     pin = C[1]
     cur = F[F_CUR]
-    G[1] += 1
-    gs = G[1]
+    gs = t_next(TS, G, 1)
     out = _new_ints()
     freed = 0
     for x in range(len(plan)):
@@ -808,8 +824,7 @@ def select_ssd(C, S, P, F, K, HS, TS, G, need, now, plan):
     pin = C[1]
     dany = C[9]
     cur = F[F_CUR]
-    G[1] += 1
-    gs = G[1]
+    gs = t_next(TS, G, 1)
     store, kver, mem, meta = HS
     jr = _new_journal()
     outl = _new_ints()
