@@ -16,6 +16,11 @@ chunks, DRAM 26 GB, SSD 263 GB, the hardware's HBM) for ``--policies`` (``all``:
 
     python scripts/bench_policies.py --issue-run --policies all --repeat 3
 
+``--weka-run`` times the issue's whole WEKA v8 three-tier hybrid run the same way (``qwen3_next_80b_a3b``,
+256-token chunks, HBM 0, DRAM 74 GB, SSD 738 GB; the whole trace):
+
+    python scripts/bench_policies.py --weka-run --policies lru gandalf --repeat 1
+
 Beside each policy's speed it prints the bytes of simulator state it holds per tracked chunk
 after the whole replay, on the compiled engine (``CompiledNode.state_bytes``: the engine's
 per-chunk arrays, chunk table, touch log and heaps, plus the policy's own arrays), measured on
@@ -60,6 +65,8 @@ def workloads(weka_until: float):
 
 ISSUE_RUN = ["cache.engine=numba", "model=qwen3_next_80b_a3b", "cache.chunk_tokens=512", "hardware.dram_bytes=26GB",
              "hardware.ssd_bytes=263GB"]
+WEKA_RUN = ["cache.engine=numba", "model=qwen3_next_80b_a3b", "cache.chunk_tokens=256", "hardware.hbm_cache_bytes=0",
+            "hardware.dram_bytes=74GB", "hardware.ssd_bytes=738GB"]
 ALL = ["lru", "gandalf", "lru_k", "hot_prefix", "marconi", "workload_aware", "dynamic_random", "oracle",
        "oracle_admission", "write_through", "write_through_selective"]
 
@@ -76,6 +83,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--weka-until-s", type=float, default=600.0)
     ap.add_argument("--issue-run", action="store_true", help="only issue #14's whole-Mooncake run")
+    ap.add_argument("--weka-run", action="store_true", help="only issue #14's whole WEKA v8 three-tier run")
     ap.add_argument("--study-points", nargs="+", metavar="POINT",
                     help="time these points of the paper's study on whole WEKA (paper_weka, 1%%:10%% of W)")
     args = ap.parse_args()
@@ -88,10 +96,15 @@ def main():
             raise SystemExit(f"bench_policies: {PATHS['mooncake']} not found (the issue's run needs Mooncake)")
         runs = [("mooncake (whole, issue #14's run)", ["workload=mooncake", f"workload.path={PATHS['mooncake']}",
                                                        *ISSUE_RUN])]
+    elif args.weka_run:
+        if not PATHS["claude_code"].exists():
+            raise SystemExit(f"bench_policies: {PATHS['claude_code']} not found (the WEKA run needs it)")
+        runs = [("WEKA v8 (whole, issue #14's three-tier run)", ["workload=claude_code",
+                                                                 f"workload.path={PATHS['claude_code']}", *WEKA_RUN])]
     else:
         runs = workloads(args.weka_until_s)
     for label, base in runs:
-        if label not in ("default",) and not args.issue_run:
+        if label not in ("default",) and not (args.issue_run or args.weka_run):
             w = working_set(base)
             base = base + [f"hardware.dram_bytes={int(w * 0.01)}", f"hardware.ssd_bytes={int(w * 0.1)}"]
         trace, _, _ = prepare(SimConfig.from_mapping(cluster_sim.compose(base)))
