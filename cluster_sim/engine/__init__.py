@@ -690,7 +690,7 @@ class CompiledNode:
         n2 = 2 * U
         # the SSD plan (SSD victims) and the leaf-event buffer (two per chunk leaving a tier) hold
         # resident payloads only: sized for the tiers full of their smallest payloads plus a request's
-        # own, not for every payload; room is checked before each request (GROW_GD, _gd_buffers_room)
+        # own, not for every payload; room is checked before each request (GROW_GD, _grow_gandalf_tables)
         held = self._gd_held(sum(int(c) for c in self.caps) // max(int(S.M[J.M_DR_LO]), 1),
                              int(np.max(S.depth)) if U else 1)
         ints = {"SBX": pol._C[2], "HITS": pol._hits_a, "SDEM": pol.state_demands, "F": pol._F, "K": pol._K, "G": pol._G,
