@@ -803,7 +803,6 @@ def _take_plan(C, K, HS, TS, G, F, plan, need):
     if freed < need:
         return np.zeros(0, np.int64)
     store, kver, mem, meta = HS
-    jr = _new_journal()
     op = np.empty(len(out), dtype=np.int64)
     for x in range(len(out)):
         op[x] = out[x]

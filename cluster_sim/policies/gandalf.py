@@ -96,7 +96,6 @@ class GandalfParams:
     refit_requests: int = setting(500, lo=1, integer=True, doc="hints / learned: refit every this many requests")
 
 
-
 def sizes_by_depth(size: np.ndarray, depth: np.ndarray) -> np.ndarray:
     """The kernels' sizes (``_gandalf_jit.psize``): a STATE payload's bytes by its chunk's depth,
     then an FA payload's bytes, from ``size`` (bytes by payload handle), so that no array of sizes
