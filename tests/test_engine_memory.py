@@ -242,3 +242,39 @@ def test_gandalf_sizes_by_depth_give_every_payloads_bytes_and_refuse_what_depth_
     size[3] += 1                                   # chunk 1 (depth 2) unlike chunk 3 (depth 2)
     with pytest.raises(ValueError, match="depth"):
         sizes_by_depth(size, depth)
+
+
+def test_gandalf_heap_tables_are_sized_by_their_own_tiers():
+    """Decision 155: the DRAM heap holds DRAM residents only, so its table is sized by the HBM and
+    DRAM (their payloads, plus a request's own), not by the SSD; the SSD heap's by every tier. A
+    node with a hundred times the SSD keeps the same DRAM table, and both tables hold every entry
+    their heaps reach (the run completes, with the same decisions as a node whose tables start at
+    one row and grow a quarter past their room)."""
+    def run(ssd, rows=None):
+        cfg = SimConfig.from_mapping(cluster_sim.compose(["policy=gandalf", "cache.engine=numba", "hardware.dram_bytes=2GB",
+                                                          f"hardware.ssd_bytes={ssd}"]))
+        trace = prepare(cfg)[0]
+        saved = CompiledNode._gd_rows
+        if rows is not None:
+            CompiledNode._gd_rows = rows
+        try:
+            node = _gandalf_node(cfg, trace)
+        finally:
+            CompiledNode._gd_rows = saved
+        idx = np.arange(trace.n_requests, dtype=np.int64)
+        out = node.replay_raw(trace.offsets, idx, trace.counted, trace.arrival_s)
+        return node, out
+
+    small, _ = run("4GB")
+    big, out = run("400GB")
+    J, GJ = big.J, big.J.GJ
+    rows = {n: {t: len(node._gseg(t)) // 3 for t in ("CST", "SST")} for n, node in (("small", small), ("big", big))}
+    assert rows["small"]["CST"] == rows["big"]["CST"] < rows["big"]["SST"]
+    for node in (small, big):
+        for t, m in (("CST", "CMETA"), ("SST", "SMETA")):
+            meta = node._gseg(m)
+            assert 0 < meta[GJ.M_LIVE] and 2 * meta[GJ.M_LIVE] <= len(node._gseg(t)) // 3
+    grown, out1 = run("400GB", rows=1)
+    assert np.array_equal(out, out1) and big.counters() == grown.counters()
+    for t, room in (("CST", J.M_GD_CROOM), ("SST", J.M_GD_ROOM)):
+        assert len(grown._gseg(t)) // 3 >= int(grown.S.M[room]) > 66      # grown, and room for the last request

@@ -701,18 +701,21 @@ class CompiledNode:
                 "MEND": np.zeros(U), "MGEN": np.zeros(U), "KINDS": np.zeros(2 * held), "NODES": np.zeros(2 * held)}
         ints["GX"][J.GX_PLAN] = -1
         # the heaps' entry tables start with room for half as many rows as the node has chunks (capped
-        # by the most a request can ask for: every tier full of its smallest payloads), so that they
-        # seldom grow: a growth rebuilds the whole of FX between requests (about 3 ms a time on Mooncake)
-        rows = self._gd_rows
+        # by the most a request can ask for: the heap's tiers full of their smallest payloads: every
+        # tier for the SSD heap, the HBM and DRAM for the DRAM heap), so that they seldom grow: a growth
+        # rebuilds the whole of FX between requests (about 3 ms a time on Mooncake)
+        rows = crows = self._gd_rows
         if rows >= 16:
             lo = max(int(S.M[J.M_DR_LO]), 1)
             maxd = int(np.max(S.depth)) if U else 1
-            most = 2 * (min(sum(int(c) for c in self.caps) // lo, n2) + 2 * maxd + 4) + 66
-            rows = max(rows, min(most, U // 2))
+            caps = [int(c) for c in self.caps]
+            most = 2 * (min(sum(caps) // lo, n2) + 2 * maxd + 4) + 66
+            cmost = 2 * (min(sum(caps[:2]) // lo, n2) + 2 * maxd + 4) + 66
+            rows, crows = max(rows, min(most, U // 2)), max(rows, min(cmost, U // 2))
         floats = {"TF": pol._tf_a, "TL": pol._tl_a, "POPP": pol._popp_a, "CRC": pol._crc_a,
                   "CRCC": pol._crc_cum_a, "EST": pol._E_a, "P": pol._P, "GN": np.zeros(1),
                   # the heaps' entry tables (empty now; room is made before each request: GROW_GD)
-                  "CST": np.zeros(3 * rows), "SST": np.zeros(3 * rows)}
+                  "CST": np.zeros(3 * crows), "SST": np.zeros(3 * rows)}
         self._gd_est = est = pol.est          # reuse=hints: its estimator (the refit runs on it)
         if est is not None:
             # its estimates stand for the demand statistics: no kernel reads first touches or hit
@@ -1043,10 +1046,11 @@ class CompiledNode:
         return min(resident + 2 * m + 4, 2 * self.n_chunks) + 2
 
     def _grow_gandalf_tables(self) -> None:
-        """Room for the next request in Gandalf's heap tables (``M_GD_ROOM`` rows each: FX rebuilt with
-        larger table segments, the rows kept), its SSD plan and its leaf-event buffer."""
+        """Room for the next request in Gandalf's heap tables (``M_GD_CROOM`` rows for the DRAM heap's,
+        ``M_GD_ROOM`` for the SSD heap's: FX rebuilt with larger table segments, the rows kept, each
+        grown to a quarter more than its room), its SSD plan and its leaf-event buffer."""
         J, S = self.J, self.S
-        room = int(S.M[J.M_GD_ROOM])
+        rooms = {J.GF_CST: int(S.M[J.M_GD_CROOM]), J.GF_SST: int(S.M[J.M_GD_ROOM])}
         held = int(S.M[J.M_GD_HELD])
         if len(self._gseg("PLAN")) < held or len(self._gseg("KINDS")) < 2 * held:
             grown = {}
@@ -1060,8 +1064,10 @@ class CompiledNode:
         parts = []
         for k in range(len(J.GF_SEGMENTS)):
             seg = S.FX[PX[J.GF0 + k]:PX[J.GF0 + k + 1]]
-            if k in (J.GF_CST, J.GF_SST) and len(seg) // 3 < room:
-                grown = np.zeros(3 * max(2 * (len(seg) // 3), 2 * room), dtype=np.float64)
+            if k in rooms and len(seg) // 3 < rooms[k]:
+                # a quarter more than the room, not twice: a table near its bound holds 2 x its live
+                # entries already (decision 155)
+                grown = np.zeros(3 * (rooms[k] + rooms[k] // 4 + 64), dtype=np.float64)
                 grown[:len(seg)] = seg
                 seg = grown
             parts.append(seg)

@@ -68,8 +68,8 @@ MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
  M_GHOST_F, M_O_PEND, M_PENDN, M_CAP_PEND, M_DR_STARTED, M_DR_UN, M_DR_UI, M_DR_U0, M_DR_CAP, M_DR_ND,
  M_DR_SEL, M_O_DEC, M_CAP_DEC, M_DR_ROOM, M_DR_LO, M_O_SU, M_O_FEN, M_O_FK, M_O_G, M_O_SZR, M_OR_NSZ,
  M_OR_FARANK, M_OR_SPATH, M_OR_FTOT, M_O_WQ, M_O_WK, M_O_WC, M_WA_CAT, M_WA_NCAT, M_WA_FIT, M_WA_THETA,
- M_WA_ROOM1, M_WA_ROOM2, M_GD_ROOM, M_GD_HELD) = range(91)
-N_META = 91          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+ M_WA_ROOM1, M_WA_ROOM2, M_GD_ROOM, M_GD_HELD, M_GD_CROOM) = range(92)
+N_META = 92          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
 # M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
 # admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
 # when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
@@ -152,7 +152,8 @@ GROW_OUT = 16
 GROW_AQ = 32
 GROW_DR = 64
 GROW_WAH = 128       # workload_aware: a category queue needs room
-GROW_GD = 256        # gandalf: a heap's entry table needs room (M_GD_ROOM rows), or its plan or leaf buffer (M_GD_HELD)
+GROW_GD = 256        # gandalf: a heap's entry table needs room (M_GD_CROOM / M_GD_ROOM rows: DRAM / SSD heap),
+                     # or its plan or leaf buffer (M_GD_HELD)
 GROW_HINTS = 512     # gandalf, reuse=hints: its estimator's buffers need room
 GROW_REFIT = 1024    # gandalf, reuse=hints: its estimator's refit is due at this request's tick
 GROW_POP = 2048      # gandalf, reuse=population: its windows of references need room
@@ -3486,16 +3487,21 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
                         M[M_GROW] |= GROW_WAH
         if M[M_POLICY] == POLICY_GANDALF:
             # a heap's table holds at most 2 x its live entries + 65 (it is rebuilt beyond that), and
-            # its live entries are resident payloads: those of the tiers, and what this request adds
-            held = (M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_DR_LO] + 2 * m + 4
+            # its live entries are distinct payloads of its tier: the SSD heap's, payloads in the SSD,
+            # which a request can fill from every tier and with its own; the DRAM heap's, payloads in
+            # DRAM, which a request fills only from the HBM and with its own (loads and inserts of its
+            # own chunks), never from the SSD's other residents. At most every payload, in either.
+            np2 = len(S.res)
+            held = min((M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_DR_LO] + 2 * m + 4, np2)
             room = 2 * held + 66
             M[M_GD_ROOM] = room
-            for k in range(GF_CST, GF_SST + 1):
-                if (S.PX[GF0 + k + 1] - S.PX[GF0 + k]) // 3 < room:
-                    M[M_GROW] |= GROW_GD
+            M[M_GD_CROOM] = 2 * min((M[M_USED0] + M[M_USED1]) // M[M_DR_LO] + 2 * m + 4, np2) + 66
+            if ((S.PX[GF0 + GF_CST + 1] - S.PX[GF0 + GF_CST]) // 3 < M[M_GD_CROOM]
+                    or (S.PX[GF0 + GF_SST + 1] - S.PX[GF0 + GF_SST]) // 3 < room):
+                M[M_GROW] |= GROW_GD
             # the SSD plan holds SSD victims, the leaf-event buffer two events per chunk leaving a tier
             # (CompiledNode._gd_held: the same bound, at most every payload)
-            held = min(held, len(S.res)) + 2
+            held = held + 2
             M[M_GD_HELD] = held
             if ((S.PX[2 * GI_PLAN + 1] - S.PX[2 * GI_PLAN]) // 4 < held
                     or S.PX[2 * GI_KINDS + 1] - S.PX[2 * GI_KINDS] < 2 * held):
