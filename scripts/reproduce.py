@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The paper's evaluation (Gandalf §5.2-5.8, plus a fleet study) on the real traces, as sweeps.
 
-    python scripts/reproduce.py                  # the full study (whole traces: ~15 min on 2 cores) -> docs/
+    python scripts/reproduce.py                  # the full study (whole traces: ~11 min on 2 cores) -> docs/
     python scripts/reproduce.py --quick          # a reduced study (< 10 min) -> study_runs/quick/
     python scripts/reproduce.py --quick --docs   # ... and its tables/figures into docs/results.md
     python scripts/reproduce.py --resume         # rerun: points already FINISHED are fetched, not run
