@@ -687,12 +687,13 @@ class CompiledNode:
         GJ = pol._jit
         pol._P[GJ.A_CWNOW] = pol._cw(0.0)          # static wear price
         self.gd_kernels = GJ          # (the policy object goes: its arrays are copied below)
-        n2 = 2 * U
         # the SSD plan (SSD victims) and the leaf-event buffer (two per chunk leaving a tier) hold
         # resident payloads only: sized for the tiers full of their smallest payloads plus a request's
         # own, not for every payload; room is checked before each request (GROW_GD, _grow_gandalf_tables)
-        held = self._gd_held(sum(int(c) for c in self.caps) // max(int(S.M[J.M_DR_LO]), 1),
-                             int(np.max(S.depth)) if U else 1)
+        lo = max(int(S.M[J.M_DR_LO]), 1)
+        maxd = int(np.max(S.depth)) if U else 1
+        caps = [int(c) for c in self.caps]
+        held = self._gd_held(sum(caps) // lo, maxd)
         ints = {"SBX": pol._C[2], "HITS": pol._hits_a, "SDEM": pol.state_demands, "F": pol._F, "K": pol._K, "G": pol._G,
                 "CKV": pol.cand.tup[1], "CMEM": pol.cand.tup[2], "CMETA": pol.cand.tup[3],
                 "SKV": pol.ssd_heap.tup[1], "SMEM": pol.ssd_heap.tup[2], "SMETA": pol.ssd_heap.tup[3],
@@ -701,16 +702,13 @@ class CompiledNode:
                 "MEND": np.zeros(U), "MGEN": np.zeros(U), "KINDS": np.zeros(2 * held), "NODES": np.zeros(2 * held)}
         ints["GX"][J.GX_PLAN] = -1
         # the heaps' entry tables start with room for half as many rows as the node has chunks (capped
-        # by the most a request can ask for: the heap's tiers full of their smallest payloads: every
-        # tier for the SSD heap, the HBM and DRAM for the DRAM heap), so that they seldom grow: a growth
-        # rebuilds the whole of FX between requests (about 3 ms a time on Mooncake)
+        # by the kernel's room for the heap's tiers full of their smallest payloads: every tier for the
+        # SSD heap, the HBM and DRAM for the DRAM heap), so that they seldom grow: a growth rebuilds
+        # the whole of FX between requests (about 3 ms a time on Mooncake)
         rows = crows = self._gd_rows
         if rows >= 16:
-            lo = max(int(S.M[J.M_DR_LO]), 1)
-            maxd = int(np.max(S.depth)) if U else 1
-            caps = [int(c) for c in self.caps]
-            most = 2 * (min(sum(caps) // lo, n2) + 2 * maxd + 4) + 66
-            cmost = 2 * (min(sum(caps[:2]) // lo, n2) + 2 * maxd + 4) + 66
+            most = 2 * (held - 2) + 66
+            cmost = 2 * (self._gd_held(sum(caps[:2]) // lo, maxd) - 2) + 66
             rows, crows = max(rows, min(most, U // 2)), max(rows, min(cmost, U // 2))
         floats = {"TF": pol._tf_a, "TL": pol._tl_a, "POPP": pol._popp_a, "CRC": pol._crc_a,
                   "CRCC": pol._crc_cum_a, "EST": pol._E_a, "P": pol._P, "GN": np.zeros(1),
