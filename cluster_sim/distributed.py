@@ -320,7 +320,8 @@ def _actor_class():
             # does before its clock starts: loading them is not simulation time
             if any(r.engine == "numba" for r in self.runners.values()):
                 from . import engine as engines
-                engines.ensure_compiled()
+                from .fleet import run_settings
+                engines.ensure_compiled(settings=run_settings(cfg))
 
         def pid(self) -> int:
             return os.getpid()

@@ -336,6 +336,12 @@ def shares(assign: np.ndarray, k: int) -> list[np.ndarray]:
     return np.split(order, cuts)
 
 
+def run_settings(cfg) -> list:
+    """The compiled settings a run uses, for :func:`cluster_sim.engine.ensure_compiled`: its policy
+    with its parameters (every node runs the same policy)."""
+    return [(cfg.policy.name, _policy_params(cfg))]
+
+
 def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
     """Route and replay. Returns raw results for :mod:`cluster_sim.api`. ``progress(done,
     total)``, if given, hears how many requests have been replayed (or, for a backend that
@@ -348,13 +354,13 @@ def run_fleet(trace, cfg, backend_factory=None, progress=None) -> dict:
     sync = fleet.sync == "kv_events" and k > 1
     engine = run_engine(cfg, sync)
     if engine == "numba" and cfg.engine == "auto":
-        note = engines.interpreted_first_run(trace.chunk_refs)
+        note = engines.interpreted_first_run(trace.chunk_refs, run_settings(cfg))
         if note:                           # a small first run does not wait for the compiler
             print(note, file=sys.stderr, flush=True)
             engine = "python"
             cfg = dataclasses.replace(cfg, engine="python")     # every node, in this process or on Ray
     if engine == "numba":
-        engines.ensure_compiled()          # once per install (numba's cache), before the clock starts
+        engines.ensure_compiled(settings=run_settings(cfg))   # once per install and policy, before the clock starts
     t0 = time.perf_counter()
     router = make_router(trace, fleet, cfg.seed, cfg.model, node_hw)
     ep = epochs_of(trace, fleet.epoch_s)

@@ -177,14 +177,14 @@ def test_the_engine_setting_moves_no_config_hash():
 
 
 def test_compile_notice_is_one_line_and_only_when_not_cached(monkeypatch, capsys):
-    monkeypatch.setattr(engines, "_cached", lambda: False)
-    note = engines.compile_notice()
-    assert note and "\n" not in note and "once per install" in note and " s)" in note
-    monkeypatch.setattr(engines, "_READY", False)
-    engines.ensure_compiled()
+    monkeypatch.setattr(engines, "_cached", lambda settings=None: False)
+    note = engines.compile_notice([("lru", None)])
+    assert note and "\n" not in note and "once per install" in note and " s)" in note and "lru" in note
+    monkeypatch.setattr(engines, "_READY", set())
+    engines.ensure_compiled(settings=[("lru", None)])
     err = capsys.readouterr().err
     assert err.strip() == note
-    monkeypatch.setattr(engines, "_cached", lambda: True)
+    monkeypatch.setattr(engines, "_cached", lambda settings=None: True)
     assert engines.compile_notice() is None
 
 
@@ -218,8 +218,8 @@ def test_a_small_first_run_runs_interpreted_until_the_kernels_are_built(monkeypa
     over = ["tracking.enabled=false", "report.figures=false", "output.requests=true"]
     b = cluster_sim.run(cluster_sim.compose(over + ["cache.engine=numba"]), write=False)
     refs = b.run["counted_chunk_refs"]
-    monkeypatch.setattr(engines, "_cached", lambda: False)
-    monkeypatch.setattr(engines, "_READY", False)
+    monkeypatch.setattr(engines, "_cached", lambda settings=None: False)
+    monkeypatch.setattr(engines, "_READY", set())
     monkeypatch.setenv(engines.SMALL_RUN_ENV, str(10 * refs))
     capsys.readouterr()
     a = cluster_sim.run(cluster_sim.compose(over), write=False)
@@ -231,7 +231,7 @@ def test_a_small_first_run_runs_interpreted_until_the_kernels_are_built(monkeypa
     assert fleet.run["engine"] == "python"              # every node of a fleet alike
     monkeypatch.setenv(engines.SMALL_RUN_ENV, "10")       # larger than the limit: compiled
     assert cluster_sim.run(cluster_sim.compose(over), write=False).run["engine"] == "numba"
-    monkeypatch.setattr(engines, "_READY", False)
+    monkeypatch.setattr(engines, "_READY", set())
     monkeypatch.setenv(engines.SMALL_RUN_ENV, "0")        # 0: never interpreted for speed
     assert cluster_sim.run(cluster_sim.compose(over), write=False).run["engine"] == "numba"
 

@@ -213,7 +213,8 @@ def test_every_gandalf_segment_is_read_as_the_type_it_is_packed_as():
     from pathlib import Path
 
     from cluster_sim.engine import _jit as J
-    src = Path(J.__file__).read_text()
+    from cluster_sim.policies.gandalf import kernels as GK
+    src = Path(J.__file__).read_text() + Path(GK.__file__).read_text()
     names = {"np.int64": "int64", "np.int32": "int32", "np.int8": "int8", "np.uint8": "uint8", "np.bool_": "bool",
              "np.uint16": "uint16", "i4": "int32", "u2": "uint16"}
     reads = [(m, names[t]) for m, t in re.findall(r"_gt\(S, GI_(\w+), ([\w.]+)\)", src)]

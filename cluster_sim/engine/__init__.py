@@ -161,19 +161,74 @@ def resolve(engine: str, policy: str, hardware_list, kv_events: bool, params=Non
     return "python"
 
 
-def _cached() -> bool:
-    """Whether the kernels are built, and from the sources installed now (:func:`kernel_digest`)."""
-    from ..jit_timing import cached
+#: the engine core's sources: every kernel set's digest covers them (the files its kernels compile
+#: from besides the policy's own folder)
+CORE_SOURCES = ("engine/_jit.py", "engine/hooks.py", "_nrt.py", "cache/state.py", "engine/_marconi_eng.py",
+                "policies/_gandalf_jit.py", "policies/_reuse_jit.py", "policies/_marconi_jit.py")
 
-    return cached(__file__, "_jit.replay-") and _recorded_digest(digest_path()) == kernel_digest()
+
+def kernels_of(policy: str, params=None):
+    """The kernel set (:class:`hooks.Kernels`) that runs ``policy`` with ``params`` (its ``Params``,
+    a mapping, or None for its defaults): the policy's kernel module, its digest over the engine
+    core's sources and every source file of the policy's folder. A policy edited gets another
+    digest, so its kernels are compiled again, and only its."""
+    from ..policies.base import policy_class
+    from . import hooks
+
+    p = _params_of(policy, params)
+    module = policy_class(policy).kernels_module(p)
+    if module is None:
+        raise ConfigError("cache.engine", f"policy {policy!r} has no compiled kernels (no kernels module)")
+    key = (policy, module)
+    k = _KSETS.get(key)
+    if k is None:
+        import importlib
+        root = Path(__file__).resolve().parent.parent
+        folder = Path(importlib.import_module(module).__file__).resolve().parent
+        files = [root / rel for rel in CORE_SOURCES] + sorted(folder.glob("*.py"))
+        k = _KSETS[key] = hooks.Kernels(module.rsplit(".", 2)[-2] + "." + module.rsplit(".", 1)[-1], module,
+                                        hooks.source_digest(files))
+    return k
 
 
-#: The sources the engine's kernels are compiled from (package-relative). numba keys each
-#: function's cache on the content of its own file only, so a change to a helper or a constant in
-#: another of these files would leave the engine's cached kernels valid in numba's eyes and stale
-#: in fact (decision 138): their digest is recorded beside the build, and a build of other
-#: sources is removed before the next one.
-KERNEL_SOURCES = ("engine/_jit.py", "policies/_gandalf_jit.py", "policies/_reuse_jit.py", "_nrt.py", "cache/state.py",
+_KSETS: dict = {}
+
+
+def compiled_settings() -> list[tuple[str, dict | None]]:
+    """Every compiled setting: (policy, parameters or None for its defaults)."""
+    return [(p, None) for p in SUPPORTED_POLICIES] + [(p, s) for p, ss in PARTLY_COMPILED.items() for s in ss]
+
+
+def _kernel_sets(settings) -> list:
+    """The distinct kernel sets of ``settings`` ((policy, params) pairs; None: every compiled one)."""
+    out = {}
+    for policy, params in (compiled_settings() if settings is None else settings):
+        k = kernels_of(policy, params)
+        out.setdefault((k.name, k.digest), (k, policy, params))
+    return list(out.values())
+
+
+def _built_path(k) -> Path:
+    """The record that kernel set ``k`` was built (beside the build lock, named after this package's
+    location, the set and its digest)."""
+    return build_lock_path().with_name(f"cluster_sim-kernels-{_location_tag()}-{k.name}-{k.digest[:16]}.ok")
+
+
+def _cached(settings=None) -> bool:
+    """Whether the kernels of ``settings`` (None: every compiled setting) are built, from the sources
+    installed now, and the shared helper kernels too (:func:`kernel_digest`)."""
+    if _recorded_digest(digest_path()) != kernel_digest():
+        return False
+    return all(_built_path(k).exists() for k, _, _ in _kernel_sets(settings))
+
+
+#: The shared helper kernels' sources (package-relative): kernels that do not take the engine state,
+#: so their cache entries carry no kernel set's digest. numba keys each function's cache on the
+#: content of its own file only, so a change to a helper in another of these files would leave
+#: their cached callers valid in numba's eyes and stale in fact (decision 138): their digest is
+#: recorded beside the build, and every engine cache is removed before a build of other sources.
+#: (Kernels that take the state are keyed by their kernel set's digest: hooks.Kernels.)
+KERNEL_SOURCES = ("policies/_gandalf_jit.py", "policies/_reuse_jit.py", "_nrt.py", "cache/state.py",
                   "engine/_marconi_eng.py", "policies/_marconi_jit.py")
 
 
@@ -214,11 +269,11 @@ def _kernel_cache_dirs() -> dict[str, Path]:
     """numba's cache folder of each kernel module, by the file stem its cache files start with."""
     from ..cache import state
     from ..policies import _gandalf_jit as GJ, _reuse_jit as RJ
-    from . import _jit as J
+    from . import _jit as J, _marconi_eng as MC
 
     out = {}
     for stem, d in (("_jit", J.replay), ("_gandalf_jit", GJ.select_dram), ("_reuse_jit", RJ.tick),
-                    ("state", state._leaf_events_kernel())):
+                    ("state", state._leaf_events_kernel()), ("_marconi_eng", MC.mc_walk)):
         cache = getattr(d, "_cache", None)
         path = getattr(cache, "_cache_path", None)
         if path:
@@ -243,15 +298,18 @@ def remove_stale_kernels(dirs: dict[str, Path], recorded: str | None, digest: st
     return gone
 
 
-def compile_notice() -> str | None:
-    """The one-line notice to print before the kernels are compiled, or None if they are cached."""
-    if _cached():
+def compile_notice(settings=None) -> str | None:
+    """The one-line notice to print before the kernels of ``settings`` ((policy, params) pairs;
+    None: every compiled setting) are compiled, or None if they are cached."""
+    if _cached(settings):
         return None
-    return (f"cluster_sim: compiling the request-step engine (numba; once per install, "
-            f"about {EXPECTED_COMPILE_S} s)")
+    names = sorted({k.name for k, _, _ in _kernel_sets(settings)})
+    what = "every policy" if settings is None else ", ".join(names)
+    return (f"cluster_sim: compiling the request-step engine for {what} (numba; once per install and "
+            f"policy, about {EXPECTED_COMPILE_S} s)")
 
 
-_READY = False
+_READY: set = set()      # the kernel sets (name, digest) this process has loaded
 
 #: environment variable: the most chunk references a run may have to run interpreted under
 #: ``cache.engine=auto`` while the kernels are not built (0: never; decision 120)
@@ -275,45 +333,52 @@ def small_run_limit() -> int:
     return v
 
 
-def interpreted_first_run(chunk_refs: int) -> str | None:
+def interpreted_first_run(chunk_refs: int, settings=None) -> str | None:
     """Under ``cache.engine=auto``, before the kernels are built: the one-line notice to print
     when a run of ``chunk_refs`` chunk references is small enough to run interpreted (the same
     results, in a fraction of the compile time), else None. A larger run, or
     ``cache.engine=numba``, builds the kernels (decision 120)."""
     limit = small_run_limit()
-    if _READY or chunk_refs > limit or _cached():
+    if chunk_refs > limit or _cached(settings):
         return None
     return (f"cluster_sim: the compiled engine is not built yet (numba, about {EXPECTED_COMPILE_S} s, once per "
             f"install), so this small run ({chunk_refs:,} chunk references) runs interpreted, with the same "
             f"results; a run of more than {limit:,} references, or cache.engine=numba, builds it")
 
 
-def ensure_compiled(stream=None) -> float:
-    """Compile (or load from numba's cache) the kernels with the types a run uses, printing
-    :func:`compile_notice` first when compiling. Returns the seconds it took. A run calls this
-    before its clock starts, so compilation never counts in ``sim_wall_s``."""
-    global _READY
-    if _READY:
-        return 0.0
+def ensure_compiled(stream=None, settings=None) -> float:
+    """Compile (or load from numba's cache) the kernels of ``settings`` ((policy, params) pairs; None:
+    every compiled setting) with the types a run uses, printing :func:`compile_notice` first when
+    compiling. Returns the seconds it took. A run calls this before its clock starts, so
+    compilation never counts in ``sim_wall_s``."""
     t0 = time.perf_counter()
-    # one build at a time per cache (decision 137): a process that finds no kernels builds them
-    # under an exclusive lock; any other process (a sweep's next point, a fleet's worker, a test
+    todo = [x for x in _kernel_sets(settings) if (x[0].name, x[0].digest) not in _READY]
+    if not todo:
+        return 0.0
+    # one build at a time per cache (decision 137): a process that finds its kernels unbuilt builds
+    # them under an exclusive lock; any other process (a sweep's next point, a fleet's worker, a test
     # worker) waits for that build to end and then loads it; loads share the lock
-    built = _cached()
+    todo_settings = [(policy, params) for _, policy, params in todo]
+    built = _cached(todo_settings)
     with _build_lock(exclusive=not built):
-        if not built:       # a build of other sources (an update, an edit) is not loaded: rebuilt
+        helpers_ok = _recorded_digest(digest_path()) == kernel_digest()
+        if not helpers_ok:      # shared helpers of other sources (an update, an edit): rebuilt
             dpath, digest = digest_path(), kernel_digest()
             remove_stale_kernels(_kernel_cache_dirs(), _recorded_digest(dpath), digest)
-        note = compile_notice()
+            for f in build_lock_path().parent.glob(f"cluster_sim-kernels-{_location_tag()}-*.ok"):
+                with contextlib.suppress(OSError):
+                    f.unlink()
+        note = compile_notice(todo_settings)
         if note:
             print(note, file=stream if stream is not None else sys.stderr, flush=True)
-        _warm_up()
-        if not built:
-            try:
+        for k, policy, params in todo:
+            _warm_up(policy, params)
+            with contextlib.suppress(OSError):
+                _built_path(k).write_text(k.module + "\n")
+            _READY.add((k.name, k.digest))
+        if not helpers_ok:
+            with contextlib.suppress(OSError):
                 dpath.write_text(digest + "\n")
-            except OSError:
-                pass        # not recorded: the next process checks and rebuilds again
-    _READY = True
     return time.perf_counter() - t0
 
 
@@ -353,9 +418,9 @@ def _build_lock(exclusive: bool):
         fh.close()          # closing releases the lock
 
 
-def _warm_up() -> None:
-    """Run the kernel once on a three-request branch (every tier, STATE payloads, trimming), with
-    every compiled policy."""
+def _warm_up(policy: str, params=None) -> None:
+    """Run the kernels of ``policy`` with ``params`` once on a three-request branch (every tier, STATE
+    payloads, trimming), so that no specialisation is compiled after a run's clock starts."""
     from types import SimpleNamespace
 
     parent = np.array([-1, 0, 1, 1], dtype=np.int32)
@@ -368,20 +433,17 @@ def _warm_up() -> None:
     model = SimpleNamespace(has_state=True, state_checkpoints="every_chunk", fa_bytes=lambda ct: 50,
                             state_bytes_array=lambda pos: np.full(len(pos), 20, dtype=np.int64))
     idx = np.arange(3, dtype=np.int64)
-    for policy, params in [(p, None) for p in SUPPORTED_POLICIES] + [(p, s) for p, ss in PARTLY_COMPILED.items()
-                                                                    for s in ss]:
-        # one compiled replay serves every policy (a runtime policy id over the same state types);
-        # each policy runs once so that none compiles a specialisation after the clock starts
-        m, h = model, hw
-        if (policy == "gandalf" and params.get("placement") != "strict") or policy == "marconi":
-            m, h = _real_setting()          # its policy object prices with the cost model (marconi: FLOPs)
-        node = CompiledNode(parent, depth, anchor, flat, 1, m, h, policy, cost=False, params=params)
-        if node.needs_future:
-            node.set_future(offsets, flat)
-            node.set_labels(np.array([7], dtype=np.int64), np.zeros(1, dtype=np.uint8))
-            node.S.M[node.J.M_LOG_OUT] = 1
-        node.replay_raw(offsets, idx, np.ones(3, dtype=bool), np.array([0.0, 1.0, 100.0]))
-        node.finish()          # its kernels too: loading them from the cache took 60 ms in a fresh worker
+    m, h = model, hw
+    p = _params_of(policy, params)
+    if (policy == "gandalf" and p.placement != "strict") or policy == "marconi":
+        m, h = _real_setting()          # its policy object prices with the cost model (marconi: FLOPs)
+    node = CompiledNode(parent, depth, anchor, flat, 1, m, h, policy, cost=False, params=params)
+    if node.needs_future:
+        node.set_future(offsets, flat)
+        node.set_labels(np.array([7], dtype=np.int64), np.zeros(1, dtype=np.uint8))
+        node.S.M[node.J.M_LOG_OUT] = 1
+    node.replay_raw(offsets, idx, np.ones(3, dtype=bool), np.array([0.0, 1.0, 100.0]))
+    node.finish()          # its kernels too: loading them from the cache took 60 ms in a fresh worker
 
 
 def _real_setting():
@@ -563,7 +625,7 @@ class CompiledNode:
             heap_s=np.zeros(int(hcap.sum()), dtype=np.int64), heap_p=np.zeros(int(hcap.sum()), dtype=np.int64),
             hoff=np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64), hcap=hcap,
             hn=np.zeros(3, dtype=np.int64), wpos=np.zeros(3, dtype=np.int64),
-            wfront=np.full(3, -1, dtype=np.int64), **self._policy_arrays(U, bound),
+            wfront=np.full(3, -1, dtype=np.int64), **self._policy_arrays(U, bound), pk=kernels_of(policy, params),
             FX=self._floats(hardware, lo), rng=rng if rng is not None else np.random.default_rng(0))
         M[J.M_DR_LO] = lo
         M[J.M_DR_CAP] = len(self.S.FX)

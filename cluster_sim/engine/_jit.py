@@ -42,6 +42,7 @@ from ..cache.state import _leaf_events_kernel
 from ..policies import _gandalf_jit as GJ
 from ..policies import _reuse_jit as RJ
 from . import _marconi_eng as MC
+from . import hooks as H
 
 #: CacheState's leaf-event climb, compiled (the dispatcher the interpreted node uses)
 _leaf_climb = _leaf_events_kernel()
@@ -184,6 +185,9 @@ EngineState = namedtuple("EngineState", [
     "PX",
     # float state (dynamic_random: its control loop and draw buffer) and the node's random stream
     "FX", "rng",
+    # the policy's kernel set (hooks.Kernels): its numba type selects the policy's hooks when a
+    # kernel is typed, so each policy compiles the engine with its own hooks only
+    "pk",
 ])
 #: gandalf's state on the compiled engine: the arrays its interpreted policy keeps for its kernels
 #: (policies._gandalf_jit: payload sizes, statistics, parameters, counters, the two lazy heaps, the
@@ -309,14 +313,7 @@ def _heap_compact(S, t):
     """Keep the valid entries of tier ``t``'s heap, once each, sorted (a sorted array is a heap)."""
     o = S.hoff[t]
     n = S.hn[t]
-    if t >= WA_H0:
-        _wa_heap_compact(S, t, o, n)
-        return
-    if t != HBM and S.M[M_POLICY] == POLICY_ORACLE:
-        _or_heap_compact(S, t, o, n)
-        return
-    if t != HBM and S.M[M_KEYED] != 0:
-        _kheap_compact(S, t, o, n)
+    if H.compact_heap(S, t, o, n):       # a policy's own queues (keyed heaps)
         return
     hs = S.heap_s[o:o + n]
     hp = S.heap_p[o:o + n]
@@ -416,7 +413,7 @@ def _pop(S, t):
     """The least-key valid candidate of tier ``t`` as (key, payload), or (-1, -1); forgotten
     until pushed back."""
     if t != HBM and S.M[M_KEYED] != 0:
-        return _kpop(S, t)
+        return H.pop(S, t)
     return _pop_log(S.M[M_LOGN], S.stamp, S.res, S.log_p, S.log_s, S.wpos, S.wfront, S.hn, S.hoff[t],
                     S.heap_s, S.heap_p, t)
 
@@ -457,237 +454,6 @@ def _pop_log(n, stamp, res, lp, ls, wpos, wfront, hn, o, heap_s, heap_p, t):
 # (HIST(p, K) + 1) << 32 | (HIST(p, 1) + 1) (stamps stay below 2^31, CompiledNode checks), so that the
 # entries order exactly as the reference's tuples (k1, k2, p). An entry is valid while it equals the
 # payload's canonical key in that tier (set when it enters; re-keyed when a grown key reaches the top).
-@njit(cache=True, inline="always")
-def _lk(S, p):
-    """Where payload ``p``'s lru_k record starts in PX (its HIST(p, 1..K) first)."""
-    return S.M[M_O_LK] + p * S.M[M_LK_Q]
-
-
-@njit(cache=True, inline="always")
-def _lkf(S, p):
-    """Where the fields after the history start in ``p``'s record (LK_LS, LK_GPREV, ...)."""
-    return S.M[M_O_LK] + p * S.M[M_LK_Q] + S.M[M_LK_K]
-
-
-@njit(cache=True, inline="always")
-def _lk_st(PX, f):
-    """The residency status in the record whose fields start at ``f`` (ST_*)."""
-    return PX[f + LK_LS] & 3
-
-
-@njit(cache=True, inline="always")
-def _lk_set_st(PX, f, st):
-    PX[f + LK_LS] = (PX[f + LK_LS] & ~np.int64(3)) | st
-
-
-@njit(cache=True, inline="always")
-def _lk_key(S, p):
-    b = _lk(S, p)
-    return ((S.PX[b + S.M[M_LK_K] - 1] + 1) << 32) | (S.PX[b] + 1)
-
-
-@njit(cache=True)
-def _kpop(S, t):
-    """``KeyedTierHeap.pop``: the least valid entry (key, payload) of tier ``t``, or (-1, -1)."""
-    bit = _bit(t)
-    can = LK_CAN1 if t == DRAM else LK_CAN2
-    while S.hn[t] > 0:
-        s, p = _heap_pop(S, t)
-        f = _lkf(S, p)
-        if S.PX[f + can] != s or (S.res[p] & bit) == 0:
-            continue
-        k = _lk_key(S, p)
-        if k != s:
-            S.PX[f + can] = k
-            _heap_push(S, t, k, p)
-            continue
-        return s, p
-    return np.int64(-1), np.int64(-1)
-
-
-@njit(cache=True)
-def _kheap_compact(S, t, o, n):
-    """``KeyedTierHeap._rebuild``: keep the canonical entries of resident payloads (duplicates too:
-    the reference keeps them), sorted by (key, payload)."""
-    hs = S.heap_s[o:o + n]
-    hp = S.heap_p[o:o + n]
-    bit = _bit(t)
-    can = LK_CAN1 if t == DRAM else LK_CAN2
-    ks = np.empty(n, dtype=np.int64)
-    kp = np.empty(n, dtype=np.int64)
-    k = 0
-    for i in range(n):
-        s = hs[i]
-        p = hp[i]
-        if (S.res[p] & bit) != 0 and S.PX[_lkf(S, p) + can] == s:
-            ks[k] = s
-            kp[k] = p
-            k += 1
-    o1 = np.argsort(kp[:k], kind="mergesort")
-    o2 = np.argsort(ks[:k][o1], kind="mergesort")     # stable: by (key, payload)
-    for i in range(k):
-        j = o1[o2[i]]
-        hs[i] = ks[j]
-        hp[i] = kp[j]
-    S.hn[t] = k
-    S.K[K_HEAP_COMPACTIONS] += 1
-
-
-@njit(cache=True)
-def _ghost_unlink(S, p, f):
-    PX = S.PX
-    a = PX[f + LK_GPREV]
-    b = PX[f + LK_GNEXT]
-    if a >= 0:
-        PX[_lkf(S, a) + LK_GNEXT] = b
-    else:
-        S.M[M_GHEAD] = b
-    if b >= 0:
-        PX[_lkf(S, b) + LK_GPREV] = a
-    else:
-        S.M[M_GTAIL] = a
-    PX[f + LK_GPREV] = -1
-    PX[f + LK_GNEXT] = -1
-    S.M[M_GN] -= 1
-
-
-@njit(cache=True)
-def _ghost_append(S, p, f):
-    """``ghosts[p] = None``: ``p`` goes last unless it is a ghost already (then it keeps its place)."""
-    PX = S.PX
-    if _lk_st(PX, f) == ST_GHOST:
-        return
-    _lk_set_st(PX, f, ST_GHOST)
-    tail = S.M[M_GTAIL]
-    PX[f + LK_GPREV] = tail
-    PX[f + LK_GNEXT] = -1
-    if tail >= 0:
-        PX[_lkf(S, tail) + LK_GNEXT] = p
-    else:
-        S.M[M_GHEAD] = p
-    S.M[M_GTAIL] = p
-    S.M[M_GN] += 1
-
-
-@njit(cache=True)
-def _ghost_trim(S):
-    """``LRUKPolicy._trim_ghosts``: forget the oldest ghosts while they number more than
-    ``ghost * max(resident payloads, the tiers' capacity in FA chunks)``."""
-    M = S.M
-    g = M[M_GHOST_F:M_GHOST_F + 1].view(np.float64)[0]
-    x = M[M_NRES] if M[M_NRES] > M[M_CAPP] else M[M_CAPP]
-    cap = g * x
-    K = M[M_LK_K]
-    while M[M_GN] > cap:
-        p = M[M_GHEAD]
-        f = _lkf(S, p)
-        _ghost_unlink(S, p, f)
-        b = f - K
-        for i in range(K):
-            S.PX[b + i] = -1
-        S.PX[f + LK_LS] = ST_NONE        # LAST's request 0, status none
-        S.K[PK_FORGOTTEN] += 1
-
-
-@njit(cache=True)
-def _lk_enter(S, t, p):
-    """``LRUKPolicy.on_enter``."""
-    f = _lkf(S, p)
-    st = _lk_st(S.PX, f)
-    if st != ST_MINE:
-        if st == ST_GHOST:
-            _ghost_unlink(S, p, f)
-        _lk_set_st(S.PX, f, ST_MINE)
-        S.M[M_NRES] += 1
-    if t != HBM:
-        k = _lk_key(S, p)
-        S.PX[f + (LK_CAN1 if t == DRAM else LK_CAN2)] = k
-        _heap_push(S, t, k, p)
-
-
-@njit(cache=True)
-def _lk_gone(S, p):
-    """``LRUKPolicy.on_leave`` for a payload that is no longer resident anywhere: it becomes a ghost."""
-    f = _lkf(S, p)
-    if _lk_st(S.PX, f) == ST_MINE:
-        S.M[M_NRES] -= 1
-        _lk_set_st(S.PX, f, ST_NONE)
-        _ghost_append(S, p, f)
-        _ghost_trim(S)
-
-
-@njit(cache=True)
-def _lk_reference(S, p, seq):
-    """``LRUKPolicy._reference`` of one payload (crp = request): a reference in a new request
-    shifts the history and sets HIST(p, 1) to the payload's stamp; every one sets LAST."""
-    b = _lk(S, p)
-    K = S.M[M_LK_K]
-    f = b + K
-    if (S.PX[f + LK_LS] >> 2) != seq:
-        for i in range(K - 1, 0, -1):
-            S.PX[b + i] = S.PX[b + i - 1]
-        S.PX[b] = S.stamp[p]
-        S.K[PK_UNCORRELATED] += 1
-    S.K[PK_REFS] += 1
-    S.PX[f + LK_LS] = (seq << 2) | (S.PX[f + LK_LS] & 3)
-
-
-@njit(cache=True)
-def _lk_tick(S):
-    """``LRUKPolicy.tick``: payloads referenced while absent that stayed absent become ghosts."""
-    M = S.M
-    n = M[M_PENDN]
-    if n == 0:
-        return
-    o = M[M_O_PEND]
-    for i in range(n):
-        p = S.PX[o + i]
-        f = _lkf(S, p)
-        if _lk_st(S.PX, f) != ST_MINE:
-            _ghost_append(S, p, f)
-    M[M_PENDN] = 0
-    _ghost_trim(S)
-
-
-@njit(cache=True)
-def _lk_access(S, path, q):
-    """``LRUKPolicy.on_access``: absent payloads leave the ghost list (counted as ghost hits when
-    their history survived) and wait for the next tick; then every payload is referenced."""
-    M = S.M
-    seq = M[M_SEQ]
-    n = len(path) + (1 if q >= 0 else 0)
-    for k in range(n):
-        p = 2 * path[k] if k < len(path) else q
-        if S.res[p] == 0:
-            b = _lk(S, p)
-            if S.PX[b] >= 0:
-                S.K[PK_GHOST_HITS] += 1
-            f = b + M[M_LK_K]
-            if _lk_st(S.PX, f) == ST_GHOST:
-                _ghost_unlink(S, p, f)
-                _lk_set_st(S.PX, f, ST_NONE)
-            i = M[M_PENDN]
-            if i == M[M_CAP_PEND]:
-                raise RuntimeError("cluster_sim engine: lru_k pending list full")
-            S.PX[M[M_O_PEND] + i] = p
-            M[M_PENDN] = i + 1
-    for k in range(n):
-        p = 2 * path[k] if k < len(path) else q
-        _lk_reference(S, p, seq)
-
-
-@njit(cache=True)
-def _lk_leave_many(S, was_in):
-    """The residency events of a batch removal (``CacheState.remove_copies``) in the reference's
-    order: the removed copies by payload handle, then the STATEs of the chunks that lost their
-    last FA copy, by chunk; a payload left with no copy becomes a ghost."""
-    was_in.sort()
-    for p in was_in:
-        if S.res[p] == 0:
-            _lk_gone(S, p)
-    for p in was_in:
-        if (p & 1) == 0 and S.res[p] == 0:
-            _lk_gone(S, p | 1)
 
 
 # ---------------------------------------------------------------------------- chain credits
@@ -734,45 +500,6 @@ def _clear_credits(S, credited, credited_any):
 # payload's current key in that tier (segment A / B; -1 = not in the queue). A popped or discarded
 # payload is out of the queue; every push (a re-key) makes the older entries stale, as LazyHeap's
 # versions do: the keys are always current (a next use changes only in on_access, which re-keys).
-@njit(cache=True, inline="always")
-def _or_slot(S, t, p):
-    return S.M[M_O_A if t == DRAM else M_O_B] + p
-
-
-@njit(cache=True, inline="always")
-def _or_key(S, p):
-    """The heap key of ``p`` now (the reference's (-next use, -size) as one int64)."""
-    M = S.M
-    rk = S.PX[M[M_O_SZR] + S.depth[p >> 1]] if p & 1 else M[M_OR_FARANK]
-    return (M[M_NFUT] - _next_use(S, p)) * M[M_OR_NSZ] + rk
-
-
-@njit(cache=True, inline="always")
-def _or_push(S, t, p, s):
-    """``heaps[t].push(p, ...)`` with key ``s``: ``p`` is (again) in the queue, with this key."""
-    S.PX[_or_slot(S, t, p)] = s
-    _heap_push(S, t, s, p)
-
-
-@njit(cache=True)
-def _or_pop(S, t):
-    """``heaps[t].pop()``: the least valid entry (key, payload), which leaves the queue; (-1, -1)."""
-    while S.hn[t] > 0:
-        s, p = _heap_pop(S, t)
-        o = _or_slot(S, t, p)
-        if S.PX[o] == s:
-            S.PX[o] = -1
-            return s, p
-    return np.int64(-1), np.int64(-1)
-
-
-@njit(cache=True)
-def _or_heap_compact(S, t, o, n):
-    """Keep the valid entries of tier ``t``'s queue, once each, sorted by (key, payload)."""
-    keep = np.empty(n, dtype=np.bool_)
-    for i in range(n):
-        keep[i] = S.PX[_or_slot(S, t, S.heap_p[o + i])] == S.heap_s[o + i]
-    _heap_rebuild(S, t, o, n, keep)
 
 
 @njit(cache=True)
@@ -828,262 +555,6 @@ def _fen_prefix(S, i):
     return s
 
 
-@njit(cache=True)
-def _or_enter(S, t, p):
-    """``OraclePolicy.on_enter``: STATEs and leaf FA copies are candidates; SSD bytes are filed."""
-    if t == HBM:
-        return
-    if (p & 1) != 0 or S.dcnt[t, p >> 1] == 0:
-        _or_push(S, t, p, _or_key(S, p))
-    if t == SSD:
-        k = _next_use(S, p)
-        _fen_add(S, k, _psize(S, p))
-        S.PX[S.M[M_O_FK] + p] = k
-
-
-@njit(cache=True)
-def _or_leave(S, t, p):
-    """``OraclePolicy.on_leave``."""
-    if t == HBM:
-        return
-    S.PX[_or_slot(S, t, p)] = -1
-    if t == SSD:
-        o = S.M[M_O_FK] + p
-        k = S.PX[o]
-        if k >= 0:
-            _fen_add(S, k, -_psize(S, p))
-            S.PX[o] = -1
-
-
-@njit(cache=True)
-def _or_leaf(S, t, c):
-    """Chunk ``c``'s FA left tier ``t`` (the counts updated): ``CacheState._leaf_events`` climbs to
-    the nearest ancestor in ``t`` while no descendant is left there, and ``on_leaf`` makes a
-    resident leaf a candidate again."""
-    if t == HBM:
-        return
-    bit = _bit(t)
-    a = S.anchor[c]
-    for i in range(a + S.depth[c] - 2, a - 1, -1):
-        y = S.flat[i]
-        if S.dcnt[t, y] != 0:
-            return
-        if (S.res[2 * y] & bit) != 0:
-            _or_push(S, t, 2 * y, _or_key(S, 2 * y))
-            return
-
-
-@njit(cache=True)
-def _or_rekey(S, p):
-    """``OraclePolicy._rekey`` of one payload (resident in DRAM or the SSD) after its next use moved."""
-    r = S.res[p]
-    if (r & 2) != 0 and S.PX[_or_slot(S, DRAM, p)] >= 0:
-        _or_push(S, DRAM, p, _or_key(S, p))
-    if (r & 4) != 0:
-        if S.PX[_or_slot(S, SSD, p)] >= 0:
-            _or_push(S, SSD, p, _or_key(S, p))
-        k = _next_use(S, p)
-        o = S.M[M_O_FK] + p
-        old = S.PX[o]
-        if old != k:
-            sz = _psize(S, p)
-            if old >= 0:
-                _fen_add(S, old, -sz)
-            _fen_add(S, k, sz)
-            S.PX[o] = k
-
-
-@njit(cache=True)
-def _or_access(S, path, r):
-    """``OraclePolicy.on_access``: guard the resident path; the next uses of the path's FA and of
-    the STATE the request uses move to their following use; re-key what is resident."""
-    M = S.M
-    PX = S.PX
-    res = S.res
-    seq = M[M_SEQ]
-    og = M[M_O_G]
-    for k in range(r):
-        PX[og + path[k]] = seq
-    j = seq - 1
-    a = PX[M[M_O_FOFF] + j]
-    onfa = M[M_O_NFA]
-    ofa = M[M_O_FNFA] + a
-    for k in range(len(path)):
-        PX[onfa + path[k]] = PX[ofa + k]
-    for k in range(len(path)):
-        p = 2 * path[k]
-        if (res[p] & 6) != 0:
-            _or_rekey(S, p)
-    onst = M[M_O_NST]
-    if M[M_OR_SPATH] != 0:
-        ost = M[M_O_FNST] + a
-        for k in range(len(path)):
-            PX[onst + path[k]] = PX[ost + k]
-        for k in range(len(path)):
-            q = 2 * path[k] + 1
-            if (res[q] & 6) != 0:
-                _or_rekey(S, q)
-        return
-    u = PX[M[M_O_SU] + j]
-    if u >= 0:
-        PX[onst + u] = PX[M[M_O_FNST] + j]
-        q = 2 * u + 1
-        if (res[q] & 6) != 0:
-            _or_rekey(S, q)
-
-
-@njit(cache=True)
-def _or_walk(S, t, need, out, acts):
-    """``OraclePolicy.select_victims`` of tier ``t`` (DRAM or SSD): Belady within the residency
-    rules, with the SSD admission of DRAM victims by the Fenwick tree (see policies.oracle). Its
-    walk is its own, not :func:`_walk`: a pinned candidate (or, on the SSD, one that may not go)
-    is held and comes back when a victim credits it; a DRAM victim that may only be written is
-    written only once nothing else frees the bytes (``forced_writes``). Appends the victims and
-    their actions; or, atomically, returns False with nothing chosen and the shortfall in
-    ``M[M_SHORT]``. Chain credits as in :func:`_walk` (zero between walks)."""
-    M = S.M
-    bit = _bit(t)
-    seq = M[M_SEQ]
-    res, pin, dcnt, dany, flags = S.res, S.pin, S.dcnt, S.dany, S.flags
-    cred, cred_any, parent, PX = S.cred, S.cred_any, S.parent, S.PX
-    INF = M[M_NFUT]
-    nsz = M[M_OR_NSZ]
-    og = M[M_O_G]
-    ssd_on = M[M_CAP2] > 0
-    held_s = [np.int64(0) for _ in range(0)]
-    held_p = [np.int64(0) for _ in range(0)]
-    take_s = [np.int64(0) for _ in range(0)]
-    forced_s = [np.int64(0) for _ in range(0)]
-    forced_p = [np.int64(0) for _ in range(0)]
-    credited = [np.int64(0) for _ in range(0)]
-    credited_any = [np.int64(0) for _ in range(0)]
-    n = np.zeros(8, dtype=np.int64)     # this call's counts, PK_OR_WRITTEN.. order (kept on success)
-    fi = 0
-    freed = 0
-    admitted = 0
-    start = len(out)
-    ok = True
-    while freed < need:
-        s, p = _or_pop(S, t)
-        last_resort = False
-        if p < 0:
-            if fi < len(forced_p):          # nothing else can free the bytes: write them after all
-                s = forced_s[fi]
-                p = forced_p[fi]
-                fi += 1
-                last_resort = True
-            else:
-                ok = False
-                break
-        if pin[p] == seq:
-            if (flags[p] & F_HELD) == 0:
-                flags[p] |= F_HELD
-                held_s.append(s)
-                held_p.append(p)
-            continue
-        fa = (p & 1) == 0
-        c = p >> 1
-        if fa:
-            d = dcnt[t, c]
-            if d != 0 and d != cred[c]:
-                continue        # not a leaf of the tier: it comes back (on_leaf, or below) once it is one
-        r = res[p]
-        last = r == bit
-        droppable = True
-        if fa and last:
-            da = dany[c]
-            droppable = ((da == 0 or da == cred_any[c]) and not (res[p | 1] != 0 and pin[p | 1] == seq)
-                         and PX[og + c] != seq)
-        nu = INF - s // nsz
-        sz = _psize(S, p)
-        a = DROP
-        why = 0
-        if t == SSD:
-            if not droppable:
-                if (flags[p] & F_HELD) == 0:
-                    flags[p] |= F_HELD
-                    held_s.append(s)
-                    held_p.append(p)
-                continue
-            why = PK_OR_SSD_EV
-        elif (r & 5) != 0:                  # a valid SSD copy, or an HBM copy that comes back later
-            why = PK_OR_OTHER
-        elif nu >= INF or not ssd_on:
-            if droppable:
-                why = PK_OR_NEVER
-            elif not ssd_on:
-                if (flags[p] & F_HELD) == 0:
-                    flags[p] |= F_HELD
-                    held_s.append(s)
-                    held_p.append(p)
-                continue
-            elif last_resort:
-                a = DEMOTE
-                why = PK_OR_FORCED
-            else:
-                forced_s.append(s)
-                forced_p.append(p)
-                continue
-        else:
-            room = M[M_CAP2] - M[M_USED2] - admitted + (M[M_OR_FTOT] - _fen_prefix(S, nu))
-            if room >= sz:
-                a = DEMOTE
-                why = PK_OR_WRITTEN
-            elif droppable:
-                why = PK_OR_NO_ROOM
-            elif last_resort:
-                a = DEMOTE
-                why = PK_OR_FORCED
-            else:
-                forced_s.append(s)
-                forced_p.append(p)
-                continue
-        if a == DEMOTE:
-            admitted += sz
-        take_s.append(s)
-        out.append(p)
-        acts.append(a)
-        freed += sz
-        n[why - PK_OR_WRITTEN] += 1
-        if t == SSD and nu >= INF:
-            n[PK_OR_SSD_NEVER - PK_OR_WRITTEN] += 1
-        if fa:
-            par = parent[c]
-            if par >= 0:
-                y = _chain_credit(S, t, c, bit, last and (a == DROP or t == SSD), credited, credited_any)
-                # its parent (prefix closure) and nearest ancestor in the tier (leaf-first) may now leave
-                for k in range(2):
-                    x = par if k == 0 else y
-                    if x < 0 or (k == 1 and x == par):
-                        continue
-                    f = 2 * x
-                    if (flags[f] & F_HELD) != 0:
-                        flags[f] &= ~np.uint8(F_HELD)
-                        _or_push(S, t, f, _or_key(S, f))
-                    elif ((res[f] & bit) != 0 and (dcnt[t, x] == 0 or dcnt[t, x] == cred[x])
-                          and PX[_or_slot(S, t, f)] < 0):
-                        _or_push(S, t, f, _or_key(S, f))    # a leaf now, counting this call's victims
-    _clear_credits(S, credited, credited_any)
-    for i in range(len(held_p)):
-        x = held_p[i]
-        if (flags[x] & F_HELD) != 0:
-            flags[x] &= ~np.uint8(F_HELD)
-            _or_push(S, t, x, held_s[i])
-    for i in range(fi, len(forced_p)):
-        _or_push(S, t, forced_p[i], forced_s[i])
-    if not ok:
-        for i in range(len(take_s)):
-            _or_push(S, t, out[start + i], take_s[i])
-        while len(out) > start:
-            out.pop()
-            acts.pop()
-        S.K[PK_OR_FAILED] += 1
-        M[M_SHORT] = need - freed
-        return False
-    for i in range(8):
-        S.K[PK_OR_WRITTEN + i] += n[i]
-    return True
-
 # ---------------------------------------------------------------------------- workload_aware
 # policies.workload_aware on flat arrays. Its queues (one LazyHeap per category and tier, entries ordered
 # by (stamp when filed, payload)) are heaps WA_H0 + 2 w + (t - 1) of the heap arrays: an entry (key, p) is
@@ -1091,397 +562,14 @@ def _or_walk(S, t, need, out, acts):
 # popped: LazyHeap.pop leaves qcat as it is). The reuse fits are computed by the wrapper with the
 # reference's own code (policies.workload_aware.ReuseFits) and given in FX; the categories of the requests
 # in segment WC.
-@njit(cache=True, inline="always")
-def _wa_heap(t, w):
-    return WA_H0 + 2 * w + (t - 1)
 
 
-@njit(cache=True, inline="always")
-def _wa_slot(S, t, p):
-    """Where payload ``p``'s entries for tier ``t`` are in segments WQ and WK (from their starts)."""
-    return (t - 1) * len(S.res) + p
-
-
-@njit(cache=True, inline="always")
-def _wa_push(S, t, w, p, key):
-    """``queues[t][w].push(p, key, p)`` with ``qcat[t][p] = w``."""
-    i0 = (t - 1) * len(S.res)
-    _wa_push_a(S.heap_s, S.heap_p, S.hn, S.hcap, S.hoff, S.PX, S.M[M_O_WQ] + i0, S.M[M_O_WK] + i0, t, w, p, key)
-
-
-@njit(cache=True, inline="always")
-def _wa_push_a(hs, hp, hn, hcap, hoff, PX, oq, ok, t, w, p, key):
-    """:func:`_wa_push` on the arrays (``oq`` / ``ok``: tier ``t``'s part of segments WQ / WK)."""
-    PX[oq + p] = w
-    PX[ok + p] = key
-    h = _wa_heap(t, w)
-    _heap_push_a(hs, hp, hn, hcap, hoff[h], h, key, p)
-
-
-@njit(cache=True, inline="always")
-def _wa_top_a(hs, hp, hn, hoff, PX, oq, ok, t, w):
-    """``queues[t][w].peek()``: its least valid entry (key, payload), or (-1, -1); stale entries on
-    top are popped."""
-    h = _wa_heap(t, w)
-    o = hoff[h]
-    while hn[h] > 0:
-        s = hs[o]
-        p = hp[o]
-        if PX[oq + p] == w and PX[ok + p] == s:
-            return s, p
-        _heap_pop_a(hs, hp, hn, o, h)
-    return np.int64(-1), np.int64(-1)
-
-
-@njit(cache=True)
-def _wa_heap_compact(S, h, o, n):
-    """Keep the valid entries of a category queue, once each, sorted by (key, payload)."""
-    t = 1 + ((h - WA_H0) & 1)
-    w = (h - WA_H0) >> 1
-    i0 = (t - 1) * len(S.res)
-    oq = S.M[M_O_WQ] + i0
-    ok = S.M[M_O_WK] + i0
-    keep = np.empty(n, dtype=np.bool_)
-    for i in range(n):
-        p = S.heap_p[o + i]
-        keep[i] = S.PX[oq + p] == w and S.PX[ok + p] == S.heap_s[o + i]
-    _heap_rebuild(S, h, o, n, keep)
-
-
-@njit(cache=True)
-def _wa_enter(S, t, p):
-    """``WorkloadAwarePolicy.on_enter``: filed under its category (the request's if it has none)."""
-    if t == HBM:
-        return
-    o = S.M[M_O_A] + p
-    w = S.PX[o]
-    if w < 0:
-        w = S.M[M_WA_CAT]
-        S.PX[o] = w
-    _wa_push(S, t, w, p, S.stamp[p])
-
-
-@njit(cache=True, inline="always")
-def _wa_leave(S, t, p):
-    """``WorkloadAwarePolicy.on_leave``."""
-    if t == HBM:
-        return
-    i = _wa_slot(S, t, p)
-    S.PX[S.M[M_O_WQ] + i] = -1
-    S.PX[S.M[M_O_WK] + i] = -1
-
-
-@njit(cache=True)
-def _wa_touch(S, p, w, now):
-    """``_recategorise`` of one payload to category ``w`` (a filed one moves to ``w``'s queue with its
-    stamp), then ``last_t[p] = now``."""
-    o = S.M[M_O_A] + p
-    if S.PX[o] != w:
-        S.PX[o] = w
-        for t in range(DRAM, SSD + 1):
-            if S.PX[S.M[M_O_WQ] + _wa_slot(S, t, p)] >= 0:
-                _wa_push(S, t, w, p, S.stamp[p])
-    S.FX[FXW_LT + p] = now
-
-
-@njit(cache=True)
-def _wa_access(S, path, r, q):
-    """``WorkloadAwarePolicy.on_access`` (its statistics are the wrapper's): guard the resident path,
-    recategorise the payloads and stamp their time."""
-    M = S.M
-    seq = M[M_SEQ]
-    og = M[M_O_G]
-    for k in range(r):
-        S.PX[og + path[k]] = seq
-    w = M[M_WA_CAT]
-    now = S.FX[FXW_NOW]
-    for k in range(len(path)):
-        _wa_touch(S, 2 * path[k], w, now)
-    if q >= 0:
-        _wa_touch(S, q, w, now)
-
-
-@njit(cache=True, inline="always")
-def _wa_score_a(FX, f, p, now):
-    """``WorkloadAwarePolicy.score`` (the reference's arithmetic, in its order; ``f``: the fit of the
-    payload's category in FX)."""
-    d = now - FX[FXW_LT + p]
-    if d > FX[f + 2]:
-        return 0.0
-    x = 0.0 if 0.0 > d else d            # max(d, 0.0)
-    return FX[f] * math.exp(-FX[f + 1] * x) * FX[f + 3]
-
-
-@njit(cache=True, inline="always")
-def _wa_may_leave_a(pin, flags, dcnt, cred, res, dany, cred_any, PX, og, t, p, action_drop, seq, bit):
-    """``select_victims``' ``may_leave``: not pinned nor chosen; an FA copy a tentative leaf of the
-    tier and, when its last copy would go, without resident descendants, pinned STATE or guard
-    (``og``: segment G, the request's guard)."""
-    if pin[p] == seq or (flags[p] & F_WCH) != 0:
-        return False
-    if (p & 1) == 0:
-        c = p >> 1
-        d = dcnt[t, c]
-        if d != 0 and d != cred[c]:
-            return False
-        if action_drop and res[p] == bit:
-            da = dany[c]
-            if da != 0 and da != cred_any[c]:
-                return False
-            q = p | 1
-            if (res[q] != 0 and pin[q] == seq) or PX[og + c] == seq:
-                return False
-    return True
-
-
-@njit(cache=True)
-def _wa_walk(S, t, need, out, acts):
-    """``WorkloadAwarePolicy.select_victims`` of tier ``t`` (DRAM or SSD): the victim is the head
-    (over the category queues) with the least (score, -depth, key, payload); a head that may not
-    leave now is skipped for this call (and reconsidered when a victim credits it); a head whose key
-    is stale is re-filed under its stamp (``requeued``). Appends the victims and their actions; or,
-    atomically, returns False with nothing chosen and the shortfall in ``M[M_SHORT]`` (the counts of
-    heads scored, re-filed and dead victims stay, as the reference's do). Chain credits as in
-    :func:`_walk` (zero between walks)."""
-    M, K = S.M, S.K
-    bit = _bit(t)
-    seq = M[M_SEQ]
-    now = S.FX[FXW_NOW]
-    ncat = M[M_WA_NCAT]
-    demote_ok = t == DRAM and M[M_CAP2] > 0
-    theta_on = M[M_WA_THETA] != 0
-    theta = S.FX[FXW_THETA]
-    res, flags, parent, depth, stamp = S.res, S.flags, S.parent, S.depth, S.stamp
-    # the state's arrays bound once: no helper taking S in the loop (decision 141)
-    hs_, hp_, hn, hcap, hoff, PX, FX = S.heap_s, S.heap_p, S.hn, S.hcap, S.hoff, S.PX, S.FX
-    pin, dcnt, dany, cred, cred_any, anchor, flat, sb = S.pin, S.dcnt, S.dany, S.cred, S.cred_any, S.anchor, S.flat, S.sb
-    i0 = (t - 1) * len(res)
-    oq = M[M_O_WQ] + i0
-    ok_ = M[M_O_WK] + i0
-    og = M[M_O_G]
-    fit = M[M_WA_FIT]
-    hst = np.zeros(ncat, dtype=np.int64)          # heads: 0 not computed, 1 none, 2 (hsc, hdep, hkey, hp)
-    hsc = np.zeros(ncat, dtype=np.float64)
-    hdep = np.zeros(ncat, dtype=np.int64)
-    hkey = np.zeros(ncat, dtype=np.int64)
-    hp = np.zeros(ncat, dtype=np.int64)
-    held_w = [np.int64(0) for _ in range(0)]
-    held_s = [np.int64(0) for _ in range(0)]
-    sk_w = [np.int64(0) for _ in range(0)]
-    sk_s = [np.int64(0) for _ in range(0)]
-    sk_p = [np.int64(0) for _ in range(0)]
-    credited = [np.int64(0) for _ in range(0)]
-    credited_any = [np.int64(0) for _ in range(0)]
-    start = len(out)
-    freed = 0
-    ok = True
-    while freed < need:
-        bi = -1
-        for w in range(ncat):
-            if hst[w] == 0:
-                hst[w] = 1
-                while True:
-                    s, p = _wa_top_a(hs_, hp_, hn, hoff, PX, oq, ok_, t, w)
-                    if p < 0:
-                        break
-                    h = _wa_heap(t, w)
-                    if stamp[p] != s:                 # touched since: re-key (stamps only grow)
-                        _heap_pop_a(hs_, hp_, hn, hoff[h], h)
-                        _wa_push_a(hs_, hp_, hn, hcap, hoff, PX, oq, ok_, t, w, p, stamp[p])
-                        K[PK_WA_REQUEUED] += 1
-                        continue
-                    if not _wa_may_leave_a(pin, flags, dcnt, cred, res, dany, cred_any, PX, og, t, p,
-                                           not demote_ok, seq, bit):
-                        _heap_pop_a(hs_, hp_, hn, hoff[h], h)     # _wa_take
-                        PX[ok_ + p] = -1
-                        flags[p] |= F_WSK
-                        sk_w.append(w)
-                        sk_s.append(s)
-                        sk_p.append(p)
-                        continue
-                    hsc[w] = _wa_score_a(FX, fit + 4 * w, p, now)
-                    K[PK_WA_SCORED] += 1
-                    hdep[w] = -depth[p >> 1]
-                    hkey[w] = s
-                    hp[w] = p
-                    hst[w] = 2
-                    break
-            if hst[w] == 2:
-                if bi < 0:
-                    bi = w
-                elif hsc[w] != hsc[bi]:
-                    if hsc[w] < hsc[bi]:
-                        bi = w
-                elif hdep[w] != hdep[bi]:
-                    if hdep[w] < hdep[bi]:
-                        bi = w
-                elif hkey[w] != hkey[bi]:
-                    if hkey[w] < hkey[bi]:
-                        bi = w
-                elif hp[w] < hp[bi]:
-                    bi = w
-        if bi < 0:
-            ok = False
-            break
-        w = bi
-        s = hkey[w]
-        p = hp[w]
-        sc = hsc[w]
-        h = _wa_heap(t, w)
-        _heap_pop_a(hs_, hp_, hn, hoff[h], h)                 # _wa_take
-        PX[ok_ + p] = -1
-        held_w.append(w)
-        held_s.append(s)
-        hst[w] = 0
-        if not demote_ok:
-            a = DROP
-        elif theta_on and sc <= theta and _wa_may_leave_a(pin, flags, dcnt, cred, res, dany, cred_any, PX, og, t,
-                                                          p, np.bool_(True), seq, bit):
-            a = DROP
-        else:
-            a = DEMOTE
-        if (p & 1) == 0:
-            c = p >> 1
-            if parent[c] >= 0:
-                y = _chain_credit_a(res, parent, anchor, depth, flat, dcnt, dany, cred, cred_any, t, c, bit,
-                                    (a == DROP or t == SSD) and res[p] == bit, credited, credited_any)
-                if y >= 0:
-                    f = 2 * y
-                    if (flags[f] & F_WSK) != 0:       # skipped: reconsidered now that it may be a leaf
-                        flags[f] &= ~np.uint8(F_WSK)
-                        for i in range(len(sk_p) - 1, -1, -1):
-                            if sk_p[i] == f:
-                                _wa_push_a(hs_, hp_, hn, hcap, hoff, PX, oq, ok_, t, sk_w[i], f, sk_s[i])
-                                hst[sk_w[i]] = 0
-                                break
-        flags[p] |= F_WCH
-        out.append(p)
-        acts.append(a)
-        freed += _psize_a(M, sb, depth, p)
-        if sc == 0.0:
-            K[PK_WA_DEAD] += 1
-    for x in credited:
-        cred[x] = 0
-    for x in credited_any:
-        cred_any[x] = 0
-    for i in range(len(sk_p) - 1, -1, -1):            # the latest skip of each payload still skipped
-        x = sk_p[i]
-        if (flags[x] & F_WSK) != 0:
-            flags[x] &= ~np.uint8(F_WSK)
-            _wa_push_a(hs_, hp_, hn, hcap, hoff, PX, oq, ok_, t, sk_w[i], x, sk_s[i])
-    for i in range(start, len(out)):
-        flags[out[i]] &= ~np.uint8(F_WCH)
-    if not ok:
-        for i in range(len(held_w)):
-            _wa_push_a(hs_, hp_, hn, hcap, hoff, PX, oq, ok_, t, held_w[i], out[start + i], held_s[i])
-        while len(out) > start:
-            out.pop()
-            acts.pop()
-        K[PK_WA_FAILED] += 1
-        M[M_SHORT] = need - freed
-        return False
-    for i in range(start, len(out)):
-        if t == SSD:
-            K[PK_WA_SSD_EV] += 1
-        elif acts[i] == DEMOTE:
-            K[PK_WA_DEMOTED] += 1
-        else:
-            K[PK_WA_DROPPED] += 1
-    return True
-
-
-# ---------------------------------------------------------------------------- policy hooks
+# ---------------------------------------------------------------------------- shared by policies
 @njit(cache=True, inline="always")
 def _next_use(S, p):
-    """oracle_admission: the next request of the node's stream using payload ``p`` (M_NFUT: none)."""
+    """The hindsight policies (oracle, oracle_admission): the next request of the node's stream
+    using payload ``p`` (M_NFUT: none)."""
     return S.PX[S.M[M_O_NST if p & 1 else M_O_NFA] + (p >> 1)]
-
-
-@njit(cache=True, inline="always")
-def _event(S, p):
-    """oracle_admission: the admission event of ``p`` now, (payload, its next use) as one key."""
-    return p * (S.M[M_NFUT] + 1) + _next_use(S, p)
-
-
-@njit(cache=True)
-def _enter_many(S, t, ps):
-    """:func:`_enter` of each payload of ``ps`` (distinct, new in ``t``), in order; Gandalf's in one
-    batch (its per-payload call rebuilds its state's views each time)."""
-    if len(ps) == 0:
-        return
-    if S.M[M_POLICY] == POLICY_GANDALF:
-        _gd_enter_many(S, t, ps)
-        return
-    if S.M[M_POLICY] == POLICY_WORKLOAD_AWARE:
-        if t == HBM:
-            return
-        # _wa_enter of each, on the arrays (decision 141)
-        M, PX, stamp = S.M, S.PX, S.stamp
-        oa = M[M_O_A]
-        cat = M[M_WA_CAT]
-        i0 = (t - 1) * len(S.res)
-        oq, ok = M[M_O_WQ] + i0, M[M_O_WK] + i0
-        hs, hp, hn, hcap, hoff = S.heap_s, S.heap_p, S.hn, S.hcap, S.hoff
-        for p in ps:
-            w = PX[oa + p]
-            if w < 0:
-                w = cat
-                PX[oa + p] = w
-            _wa_push_a(hs, hp, hn, hcap, hoff, PX, oq, ok, t, w, p, stamp[p])
-        return
-    if S.M[M_POLICY] == POLICY_MARCONI:
-        MC.mc_enter_many(S.PX, S.res, S.parent, t, ps)       # on the arrays (decision 141)
-        return
-    for p in ps:
-        _enter(S, t, p)
-
-
-@njit(cache=True, inline="always")
-def _enter(S, t, p):
-    """``p`` got a copy in tier ``t`` (the policy's ``on_enter(t, p)``, after the residency bits)."""
-    pol = S.M[M_POLICY]
-    if pol == POLICY_LRU_K:
-        _lk_enter(S, t, p)
-    elif pol == POLICY_ORACLE:
-        _or_enter(S, t, p)
-    elif pol == POLICY_WORKLOAD_AWARE:
-        _wa_enter(S, t, p)
-    elif pol == POLICY_GANDALF:
-        _gd_enter(S, t, p)
-    elif pol == POLICY_MARCONI:
-        MC.mc_enter(S.PX, S.res, S.parent, t, p)
-    elif pol == POLICY_GANDALF_STRICT:
-        # an FA copy entering DRAM without an SSD copy asks for its write (states never go to the SSD)
-        if t == DRAM and (p & 1) == 0 and S.M[M_CAP2] > 0 and (S.res[p] & 4) == 0:
-            _request_write(S, p)
-    elif pol == POLICY_ORACLE_ADM:
-        if t == SSD:
-            S.PX[S.M[M_O_A] + p] = _event(S, p)
-            S.flags[p] &= ~np.uint8(F_OHIT)
-    elif pol == POLICY_WRITE_THROUGH:
-        # creation sets hit_count to 1; entering DRAM without an SSD copy at the threshold asks
-        # for the write; entering the SSD is that write (no longer pending)
-        r = S.res[p]
-        if r == _bit(t):
-            S.PX[S.M[M_O_A] + p] = 1
-        if t == DRAM:
-            if (r & 4) == 0 and S.M[M_CAP2] > 0 and S.PX[S.M[M_O_A] + p] >= S.M[M_THRESH]:
-                _request_write(S, p)
-        elif t == SSD:
-            S.PX[S.M[M_O_B] + p] = -1
-
-
-@njit(cache=True, inline="always")
-def _leave(S, t, p):
-    """``p``'s copy left tier ``t`` (``on_leave(t, p)``) for the policies that keep queues of their own."""
-    if S.M[M_POLICY] == POLICY_ORACLE:
-        _or_leave(S, t, p)
-    elif S.M[M_POLICY] == POLICY_GANDALF:
-        _gd_leave(S, t, p)
-    elif S.M[M_POLICY] == POLICY_MARCONI:
-        MC.mc_leave(S.PX, S.res[p], S.parent, t, p)
-    else:
-        _wa_leave(S, t, p)
 
 
 @njit(cache=True, inline="always")
@@ -1500,171 +588,19 @@ def _request_write(S, p):
 
 
 @njit(cache=True, inline="always")
-def _ssd_leave(S, p):
-    """``p``'s SSD copy left (``on_leave(SSD, p)``): oracle_admission logs the event's outcome."""
-    if S.M[M_POLICY] == POLICY_ORACLE_ADM:
-        o = S.M[M_O_A] + p
-        k = S.PX[o]
-        if k >= 0:
-            S.PX[o] = -1
-            if S.M[M_LOG_OUT] != 0:
-                n = S.M[M_OUTN]
-                if n == S.M[M_CAP_OUT]:
-                    S.M[M_OUT_OVERFLOW] = 1      # the wrapper redoes this pass with a larger log
-                else:
-                    # (event, served from the SSD) as one number: 2 * event + served
-                    S.PX[S.M[M_O_OUT] + n] = 2 * k + (1 if (S.flags[p] & F_OHIT) != 0 else 0)
-                    S.M[M_OUTN] = n + 1
-
-
-@njit(cache=True, inline="always")
-def _oracle_why_not(S, p):
-    """oracle_admission's ``_why_not``: -1 (write DRAM victim ``p``: it has a valid SSD copy, or
-    nothing says its copy goes unused), PK_NEVER_USED or PK_UNUSED_BEFORE."""
-    if (S.res[p] & 4) != 0:
-        return -1
-    if _next_use(S, p) >= S.M[M_NFUT]:
-        return PK_NEVER_USED
-    if S.M[M_HAS_LABELS] != 0:
-        # labels: sorted 2 * event + (used from the SSD); an event labelled unused is 2 * event
-        k = _event(S, p)
-        o = S.M[M_O_LAB]
-        n = S.M[M_N_LAB]
-        i = np.searchsorted(S.PX[o:o + n], 2 * k)
-        if i < n and S.PX[o + i] == 2 * k:
-            return PK_UNUSED_BEFORE
-    return -1
-
-
-@njit(cache=True, inline="always")
-def _decide(S, t, p):
-    """The policy's action for victim ``p`` of tier ``t`` under a DECIDE walk."""
-    if S.M[M_POLICY] == POLICY_GANDALF_STRICT:
-        return DROP if (p & 1) != 0 else DEMOTE      # states stay off the SSD; FA go down to it
-    return DEMOTE if _oracle_why_not(S, p) < 0 else DROP
-
-
-@njit(cache=True, inline="always")
-def _on_access(S, path, h, r, q):
-    """The policy's ``on_access`` (after the match, pins and touches, before the load)."""
-    if S.M[M_POLICY] == POLICY_ORACLE:
-        _or_access(S, path, r)
-    elif S.M[M_POLICY] == POLICY_MARCONI:
-        MC.mc_access(S.PX, path, r, S.M[M_SEQ])
-    elif S.M[M_POLICY] == POLICY_WORKLOAD_AWARE:
-        _wa_access(S, path, r, q)
-    elif S.M[M_POLICY] == POLICY_ORACLE_ADM:
-        res = S.res
-        for k in range(h):
-            p = 2 * path[k]
-            if (res[p] & 7) == 4:
-                S.flags[p] |= F_OHIT
-        if q >= 0 and (res[q] & 7) == 4:
-            S.flags[q] |= F_OHIT
-        M = S.M
-        PX = S.PX
-        a = PX[M[M_O_FOFF] + M[M_SEQ] - 1]
-        ofa, ost, onfa, onst = M[M_O_FNFA] + a, M[M_O_FNST] + a, M[M_O_NFA], M[M_O_NST]
-        for k in range(len(path)):
-            c = path[k]
-            PX[onfa + c] = PX[ofa + k]
-            PX[onst + c] = PX[ost + k]
-    elif S.M[M_POLICY] == POLICY_LRU_K:
-        _lk_access(S, path, q)
-    elif S.M[M_POLICY] == POLICY_GANDALF_STRICT:
-        _gs_access(S, path)
-    elif S.M[M_POLICY] == POLICY_GANDALF:
-        _gd_access(S, path)
-    elif S.M[M_POLICY] == POLICY_HOT_PREFIX:
-        # a payload (re)created by this request starts from zero heat; every payload gets one
-        oa = S.M[M_O_A]
-        ob = S.M[M_O_B]
-        seq = S.M[M_SEQ]
-        n = len(path) + (1 if q >= 0 else 0)
-        for k in range(n):
-            p = 2 * path[k] if k < len(path) else q
-            if S.res[p] == 0:
-                S.PX[oa + p] = 0
-            S.PX[oa + p] += 1
-            S.PX[ob + p] = seq
-    elif S.M[M_POLICY] == POLICY_WRITE_THROUGH:
-        # every reused payload's hit_count goes up; one in DRAM without an SSD copy that reaches
-        # the threshold asks for its write
-        n = h + (1 if q >= 0 else 0)
-        oa = S.M[M_O_A]
-        for k in range(n):
-            p = 2 * path[k] if k < h else q
-            S.PX[oa + p] += 1
-        S.K[PK_HITS_COUNTED] += n
-        if S.M[M_CAP2] > 0 and S.M[M_CAP1] > 0:
-            thr = S.M[M_THRESH]
-            for k in range(n):
-                p = 2 * path[k] if k < h else q
-                if S.PX[oa + p] >= thr and (S.res[p] & 6) == 2:
-                    _request_write(S, p)
+def inserted_payload(path, r, states, k):
+    """The ``k``-th payload a request created (new FA ``c_{r+1} .. c_m``, then its new STATEs): the
+    order in which a policy's ``on_insert`` hears them (those still resident)."""
+    return 2 * path[r + k] if k < len(path) - r else states[k - (len(path) - r)]
 
 
 @njit(cache=True)
-def _on_insert(S, path, r, states):
-    """The policy's ``on_insert`` with the payloads this request created that are still resident
-    (new FA ``c_{r+1} .. c_m``, then the new STATEs), after the insert's overflow was resolved."""
-    pol = S.M[M_POLICY]
-    seq = S.M[M_SEQ]
-    n = len(path) - r + len(states)
-    made = [np.int64(0) for _ in range(0)]      # gandalf, reuse=hints: the new STATEs still resident
-    for k in range(n):
-        p = 2 * path[r + k] if k < len(path) - r else states[k - (len(path) - r)]
-        if S.res[p] == 0:
-            continue
-        if pol == POLICY_LRU_K:
-            _lk_reference(S, p, seq)
-        elif pol == POLICY_WORKLOAD_AWARE:
-            _wa_touch(S, p, S.M[M_WA_CAT], S.FX[FXW_NOW])
-        elif pol == POLICY_GANDALF:
-            if (p & 1) != 0:
-                _gd_inserted(S, p)
-                if _gi(S, GI_GX)[GX_HINTS]:
-                    made.append(p)
-        elif pol == POLICY_GANDALF_STRICT:
-            if (p & 1) != 0:
-                o = S.M[M_O_G] + (p >> 1)
-                if S.PX[o] < 0:          # the first checkpoint ever created at this chunk
-                    S.PX[o] = 0
-                    S.K[PK_G_NCKPT] += 1
-        elif pol == POLICY_HOT_PREFIX:
-            ob = S.M[M_O_B] + p
-            if S.PX[ob] != seq:          # a STATE created by this request: heat from zero, one reference
-                S.PX[S.M[M_O_A] + p] = 1
-                S.PX[ob] = seq
-    if len(made):
-        qs = np.empty(len(made), dtype=np.int64)
-        for k in range(len(made)):
-            qs[k] = made[k]
-        _gd_est_created(S, qs)
-
-
-@njit(cache=True, inline="always")
-def _admit(S, t, p):
-    """A gated walk's admission of DRAM victim ``p`` without a valid SSD copy (write_through: its
-    write was asked for in this request step and is still queued; lru_k: K references, ghost history
-    included; hot_prefix: heat >= F, i.e. a reference count >= ceil(F))."""
-    pol = S.M[M_POLICY]
-    if pol == POLICY_LRU_K:
-        return S.PX[_lk(S, p) + S.M[M_LK_K] - 1] >= 0
-    if pol == POLICY_DYNAMIC_RANDOM:
-        return _dr_admit(S, p)
-    if pol == POLICY_HOT_PREFIX:
-        return S.PX[S.M[M_O_A] + p] >= S.M[M_THRESH]
-    return S.PX[S.M[M_O_B] + p] == S.M[M_SEQ]
-
-
-@njit(cache=True, inline="always")
-def _defer(S, t, p):
-    """A gated walk considers ``p`` only once every other candidate has been (lru_k: a payload
-    referenced within the correlated-reference period, i.e. by the request being processed)."""
-    if S.M[M_POLICY] == POLICY_LRU_K:
-        return (S.PX[_lkf(S, p) + LK_LS] >> 2) == S.M[M_SEQ]
-    return False
+def _enter_many(S, t, ps):
+    """The policy's ``enter`` of each payload of ``ps`` (distinct, new in ``t``), in order (a policy
+    may take them in one batch: its ``enter_many`` hook)."""
+    if len(ps) == 0:
+        return
+    H.enter_many(S, t, ps)
 
 
 @njit(cache=True)
@@ -1690,650 +626,23 @@ def _tally_gated(S, t, vict, acts):
             S.K[PK_DROPPED_B] += sz
 
 
-@njit(cache=True)
-def _tally_dram(S, vict, acts):
-    """oracle_admission's counters of a DRAM selection (before it is carried out)."""
-    for i in range(len(vict)):
-        p = vict[i]
-        if (S.res[p] & 4) != 0:
-            continue
-        why = _oracle_why_not(S, p)
-        if acts[i] == DROP:
-            S.K[why] += 1
-        elif why < 0:
-            S.K[PK_ADMITTED] += 1
-        else:
-            S.K[PK_FORCED] += 1
-
-
 # ---------------------------------------------------------------------------- gandalf, placement=strict
 # GandalfPolicy(placement="strict"): LRU walks leaf-first in every tier; a DRAM victim is demoted to the
 # SSD if it is an FA chunk (written unless a valid copy is there) and dropped if it is a STATE; an FA copy
 # entering DRAM without an SSD copy asks for its write (_enter). Its statistics are the STATE demand
 # counts it reports (on_access / on_insert); its estimates play no part under strict placement.
-@njit(cache=True)
-def _gs_access(S, path):
-    """``on_access``'s STATE demand: the deepest chunk of ``path`` at which a checkpoint was ever created."""
-    og = S.M[M_O_G]
-    for k in range(len(path) - 1, -1, -1):
-        o = og + path[k]
-        d = S.PX[o]
-        if d >= 0:
-            S.PX[o] = d + 1
-            if d == 0:
-                S.K[PK_G_NDEM] += 1
-            elif d == 1:
-                S.K[PK_G_NDEM2] += 1
-            return
-
-
-@njit(cache=True)
-def _gs_tally(S, vict, acts):
-    """``GandalfPolicy._count`` of each victim of a DRAM selection (before it is carried out)."""
-    for i in range(len(vict)):
-        p = vict[i]
-        st = (p & 1) != 0
-        if acts[i] == DROP:
-            S.K[PK_G_DROPS_STATE if st else PK_G_DROPS_FA] += 1
-        else:
-            S.K[PK_G_MOVES_STATE if st else PK_G_MOVES_FA] += 1
-            if (S.res[p] & 4) != 0:
-                S.K[PK_G_MOVES_FREE] += 1
-
 
 
 # ---------------------------------------------------------------------------- gandalf (capacity-aware)
 # GandalfPolicy on the engine: its own kernels (policies._gandalf_jit: the two lazy heaps, the victim
 # selections, the residency events), called where CacheState tells the interpreted policy, with the
 # arrays the interpreted policy would hand them. Its estimates here are reuse=rate (decision 135).
-@njit(cache=True, inline="always")
-def _gt(S, k, dt):
-    """Gandalf's int segment ``k`` of element type ``dt`` (its ``GI_DTYPES`` type; a borrowed view)."""
-    return seg_view(S.PX, S.PX[2 * k], S.PX[2 * k + 1], dt)
-
-
-@njit(cache=True, inline="always")
-def _gi(S, k):
-    """Gandalf's int64 segment ``k`` (a borrowed view)."""
-    return _gt(S, k, np.int64)
-
-
-@njit(cache=True, inline="always")
-def _gf(S, k):
-    """Gandalf's float64 segment ``k`` (a borrowed view: a slice would carry FX's reference count, and
-    every inlined key function counts each array of its tuples in and out)."""
-    return seg_view(S.FX, 8 * S.PX[GF0 + k], 8 * S.PX[GF0 + k + 1], np.float64)
-
-
-@njit(cache=True, inline="always")
-def _gd_c(S):
-    """The chunk arrays Gandalf's kernels take (GJ's ``C``), borrowed: its key functions are inlined,
-    and an inlined call counts every array of its tuples in and out (30% of a re-key's time when
-    they were counted)."""
-    return (borrow(S.res), borrow(S.pin), _gi(S, GI_SBX), borrow(S.parent), borrow(S.depth), borrow(S.anchor),
-            borrow(S.flat), borrow(S.dcnt[1]), borrow(S.dcnt[2]), borrow(S.dany))
-
-
-@njit(cache=True, inline="always")
-def _gd_s(S):
-    return (_gf(S, GF_TF), _gf(S, GF_TL), _gt(S, GI_HITS, np.int32), _gt(S, GI_SDEM, np.uint8),
-            _gf(S, GF_POPP),
-            _gf(S, GF_CRC), _gf(S, GF_CRCC), _gf(S, GF_EST))
-
-
-@njit(cache=True, inline="always")
-def _gd_table(S, k):
-    """Heap entry table ``k`` (GF_CST / GF_SST) as the kernels take it: ``store[0]`` is the table."""
-    t = _gf(S, k)
-    return t.reshape((1, len(t) // 3, 3))
-
-
-@njit(cache=True, inline="always")
-def _gd_hc(S):
-    return (_gd_table(S, GF_CST), _gt(S, GI_CKV, np.int32), _gt(S, GI_CMEM, np.uint8), _gi(S, GI_CMETA))
-
-
-@njit(cache=True, inline="always")
-def _gd_hs(S):
-    return (_gd_table(S, GF_SST), _gt(S, GI_SKV, np.int32), _gt(S, GI_SMEM, np.uint8), _gi(S, GI_SMETA))
-
-
-@njit(cache=True, inline="always")
-def _gd_td(S):
-    i4, u2 = np.int32, np.uint16
-    return (_gt(S, GI_TD0, i4), _gt(S, GI_TD1, u2), _gt(S, GI_TD2, i4), _gt(S, GI_TD3, u2), _gt(S, GI_TD4, u2))
-
-
-@njit(cache=True, inline="always")
-def _gd_ts(S):
-    i4, u2 = np.int32, np.uint16
-    return (_gt(S, GI_TS0, i4), _gt(S, GI_TS1, u2), _gt(S, GI_TS2, i4), _gt(S, GI_TS3, u2), _gt(S, GI_TS4, u2))
-
-
-@njit(cache=True, inline="always")
-def _gnow(S):
-    return S.FX[S.PX[GF0 + GF_GN]]
-
-
-@njit(cache=True)
-def _gd_enter(S, t, p):
-    """``on_enter(t, p)`` (one payload: as CacheState's batches, whose payloads are distinct)."""
-    GJ._enter_one(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t, _gnow(S), p)
-
-
-@njit(cache=True)
-def _gd_enter_many(S, t, ps):
-    """``on_enter(t, p)`` of each of ``ps`` (distinct, typed list), in one call: the same pushes in the
-    same order as one call per payload (:func:`GJ._enter`: no push changes a later payload's test)."""
-    n = len(ps)
-    if n == 1:
-        _gd_enter(S, t, ps[0])
-        return
-    a = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        a[i] = ps[i]
-    GJ._enter(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t, _gnow(S), a)
-
-
-@njit(cache=True)
-def _gd_leave(S, t, p):
-    """``on_leave(t, p)``: the copy leaves the tier's heap (its queued discard, as _JitHeap's)."""
-    if t == DRAM:
-        mem = _gt(S, GI_CMEM, np.uint8)
-        if mem[p]:
-            GJ.h_forget(_gt(S, GI_CKV, np.int32), mem, _gi(S, GI_CMETA), p)
-    elif t == SSD:
-        mem = _gt(S, GI_SMEM, np.uint8)
-        if mem[p]:
-            GJ.h_forget(_gt(S, GI_SKV, np.int32), mem, _gi(S, GI_SMETA), p)
-
-
-@njit(cache=True)
-def _gd_leaf(S, t, cs, gone):
-    """CacheState's leaf events after the FA copies of chunks ``cs`` (sorted, distinct; ``gone``: lost
-    their last copy) left tier ``t``: on_leaf in DRAM, on_global_leaf in any tier."""
-    kinds, nodes = _gt(S, GI_KINDS, np.int8), _gt(S, GI_NODES, np.int32)
-    if len(kinds) < 2 * len(cs):
-        raise RuntimeError("cluster_sim engine: gandalf leaf-event buffer full")
-    GX = _gi(S, GI_GX)
-    mgen = _gt(S, GI_MGEN, np.int32)
-    if GX[GX_MEMO] >= GD_GEN_LIMIT:          # int32 stamps: the memo starts over (it only saves work)
-        mgen[:] = 0
-        GX[GX_MEMO] = 0
-    GX[GX_MEMO] += 1
-    n = _leaf_climb(t == DRAM, _bit(t), cs, gone, S.parent, S.res, S.dcnt[t], S.dany, _gt(S, GI_MEND, np.int32),
-                    mgen, GX[GX_MEMO], kinds, nodes)
-    if n:
-        GJ._leaf_events(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), t == DRAM, _gnow(S),
-                        kinds[:n], nodes[:n])
-
-
-@njit(cache=True)
-def _gd_removed(S, t, cs_l, lost_l):
-    """The leaf events of a batch removal from tier ``t`` (chunks in any order, each once)."""
-    n = len(cs_l)
-    if n == 0:
-        return
-    cs = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        cs[i] = cs_l[i]
-    order = np.argsort(cs)
-    sc = np.empty(n, dtype=np.int64)
-    sg = np.empty(n, dtype=np.bool_)
-    for i in range(n):
-        sc[i] = cs[order[i]]
-        sg[i] = lost_l[order[i]]
-    _gd_leaf(S, t, sc, sg)
-
-
-@njit(cache=True)
-def _gd_access(S, path):
-    """``GandalfPolicy.on_access``: demand statistics of the path's FA chunks, the estimator's
-    references (reuse=hints), then the demand of the deepest STATE ever checkpointed on it."""
-    m = len(path)
-    if m == 0:
-        return
-    now = _gnow(S)
-    if _gi(S, GI_F)[GJ.F_POP]:
-        _gd_population(S, path, now)
-    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gt(S, GI_HITS, np.int32)
-    hints = _gi(S, GI_GX)[GX_HINTS] != 0
-    for k in range(m):
-        p = 2 * path[k]
-        if not hints:               # under reuse=hints no kernel reads first touches or hits (none kept)
-            if tf[p] == tf[p]:
-                hits[p] += 1
-            else:
-                tf[p] = now
-        tl[p] = now
-    ckpt, sdem, P = _gt(S, GI_CKPT, np.bool_), _gt(S, GI_SDEM, np.uint8), _gf(S, GF_P)
-    if hints:
-        _gd_est_access(S, path, ckpt)
-    for k in range(m - 1, -1, -1):
-        c = path[k]
-        if ckpt[c]:
-            q = 2 * c + 1
-            d = sdem[c]
-            if d < 2:                   # demands counted up to 2: every reader asks 0, 1 or >= 2
-                sdem[c] = d + 1
-            if d == 0:
-                P[GJ.A_NDEM] += 1.0
-            elif d == 1:
-                P[GJ.A_NDEM2] += 1.0
-            if d >= 1 and not hints:
-                hits[q] += 1
-            tl[q] = now
-            return
-
-
-@njit(cache=True)
-def _gd_population(S, path, now):
-    """reuse=population, ``GandalfPolicy._population`` (before the path's statistics move): this
-    request's references and reuses join the windows, those whose window H closed are counted, and
-    ``pop_p`` is recomputed when a reference was. Rows of counts stand for the reference's deques
-    (see ``PQ``); the counts and ``pop_p``'s floats are the reference's."""
-    nb = GJ._BUCKETS + 1
-    H = _gf(S, GF_P)[GJ.A_H]
-    tf, tl, hits = _gf(S, GF_TF), _gf(S, GF_TL), _gt(S, GI_HITS, np.int32)
-    Q, PRC, PUC = _gi(S, GI_PQ), _gi(S, GI_PRC), _gi(S, GI_PUC)
-    PRT, PUT, PQF = _gf(S, GF_PRT), _gf(S, GF_PUT), _gf(S, GF_PQF)
-    r = Q[PQ_RT]
-    Q[PQ_RT] = r + 1
-    PRT[r] = now
-    for b in range(nb):
-        PRC[r * nb + b] = 0
-    for k in range(len(path)):
-        p = 2 * path[k]
-        t1 = tl[p]
-        seen = tf[p] == tf[p]
-        h = hits[p]
-        b = 0
-        if seen:
-            b = h + 1 if h + 1 < GJ._BUCKETS else GJ._BUCKETS
-            if now - t1 <= H:
-                # a reuse of the reference at t1, in the bucket of the touches before it
-                if t1 > PQF[0]:
-                    PQF[0] = t1
-                u = Q[PQ_UT]
-                if u == Q[PQ_UH] or PUT[u - 1] != PQF[0]:
-                    PUT[u] = PQF[0]
-                    for x in range(nb):
-                        PUC[u * nb + x] = 0
-                    Q[PQ_UT] = u + 1
-                    u += 1
-                PUC[(u - 1) * nb + (h if h < GJ._BUCKETS else GJ._BUCKETS)] += 1
-        PRC[r * nb + b] += 1
-    changed = False
-    i = Q[PQ_RH]
-    while i < Q[PQ_RT] and PRT[i] + H < now:
-        for b in range(nb):
-            Q[PQ_N + b] += PRC[i * nb + b]
-        i += 1
-        changed = True
-    Q[PQ_RH] = i
-    i = Q[PQ_UH]
-    while i < Q[PQ_UT] and PUT[i] + H < now:
-        for b in range(nb):
-            Q[PQ_R + b] += PUC[i * nb + b]
-        i += 1
-    Q[PQ_UH] = i
-    if changed:
-        popp = _gf(S, GF_POPP)
-        for b in range(nb):
-            popp[b] = (Q[PQ_R + b] + 1.0) / (Q[PQ_N + b] + 2.0)
-
-
-@njit(cache=True)
-def _gd_inserted(S, q):
-    """``on_insert`` of a new STATE ``q`` still resident (FA payloads need nothing under reuse=rate)."""
-    c = q >> 1
-    ckpt = _gt(S, GI_CKPT, np.bool_)
-    if not ckpt[c]:
-        ckpt[c] = 1
-        _gf(S, GF_P)[GJ.A_NCKPT] += 1.0
-    now = _gnow(S)
-    tf, tl = _gf(S, GF_TF), _gf(S, GF_TL)
-    if _gi(S, GI_GX)[GX_HINTS] == 0 and tf[q] != tf[q]:
-        tf[q] = now
-    tl[q] = now
-
-
-@njit(cache=True, inline="always")
-def _gd_rtab(S, k):
-    """The estimator's (class, age bin) table ``k`` (GF_RD, GF_RCN, GF_RQ) as its kernels take it."""
-    t = _gf(S, k)
-    return t.reshape((len(t) // RJ.NB, RJ.NB))
-
-
-@njit(cache=True, inline="always")
-def _gd_rcls(S):
-    """The estimator's per-payload class, group, touches, superseded, stop, sub-agent and turn arrays."""
-    return (_gt(S, GI_RCLS, np.int32), _gt(S, GI_RGRP, np.int32), _gt(S, GI_RTOU, np.int32), _gt(S, GI_RSUP, np.bool_),
-            _gt(S, GI_RSTOP, np.int8), _gt(S, GI_RSUB, np.bool_), _gt(S, GI_RTURN, np.int32))
-
-
-@njit(cache=True)
-def _gd_rekey(S, ps):
-    """``_rekey(ps)``: the heap entries of payloads whose estimate went down are pushed again."""
-    if len(ps):
-        GJ._rekey_push(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gd_hc(S), _gd_hs(S), _gnow(S), ps)
-
-
-@njit(cache=True)
-def _gd_est_access(S, path, ckpt):
-    """reuse=hints, ``on_access``: the estimator's references of the path (its FA chunks and the
-    deepest STATE ever checkpointed on it), then the re-key of what went down."""
-    m = len(path)
-    GX, RSC = _gi(S, GI_GX), _gf(S, GF_RSC)
-    state = -1
-    for k in range(m - 1, -1, -1):
-        if ckpt[path[k]]:
-            state = 2 * path[k] + 1
-            break
-    GX[GX_SEEN] += 1
-    if GX[GX_CHUNKS]:
-        RSC[RS_CRCSUM] += _gf(S, GF_CRCT)[m]
-        RSC[RS_CRCN] += m
-    cls, grp, tou, sup, stop, sub, turn = _gd_rcls(S)
-    low = RJ.access(_gf(S, GF_EST), _gf(S, GF_RSTART), cls, grp, tou, sup, stop, sub, turn, _gd_rtab(S, GF_RD),
-                    _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gt(S, GI_RBUF, np.int32), _gi(S, GI_RGS), _gi(S, GI_RGN),
-                    _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG), _gi(S, GI_REVB), _gi(S, GI_RGM),
-                    _gi(S, GI_RTHR), path, state, _gnow(S), GX[GX_STOP], GX[GX_SUB], GX[GX_TID], GX[GX_TURN])
-    _gd_rekey(S, low)
-
-
-@njit(cache=True)
-def _gd_est_created(S, qs):
-    """reuse=hints, ``on_insert``: fresh references for the new STATEs ``qs`` (still resident)."""
-    GX = _gi(S, GI_GX)
-    cls, grp, tou, sup, stop, sub, turn = _gd_rcls(S)
-    low = RJ.created(_gf(S, GF_EST), _gf(S, GF_RSTART), cls, grp, tou, sup, stop, sub, turn, _gd_rtab(S, GF_RD),
-                     _gd_rtab(S, GF_RCN), _gd_rtab(S, GF_RQ), _gt(S, GI_RBUF, np.int32), _gi(S, GI_RGS), _gi(S, GI_RGN),
-                     _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG), _gi(S, GI_REVB), _gi(S, GI_RGM), qs,
-                     _gnow(S), GX[GX_STOP], GX[GX_SUB], GX[GX_TURN])
-    _gd_rekey(S, low)
-
-
-@njit(cache=True)
-def _gd_tick(S, now):
-    """reuse=hints, ``tick`` (H is set before the request, in _replay; the refit runs interpreted
-    between requests): after a refit every heap member is re-keyed, else the due re-evaluations."""
-    GX = _gi(S, GI_GX)
-    if GX[GX_REKEY]:
-        GX[GX_REKEY] = 0
-        cm, sm = _gt(S, GI_CMEM, np.uint8), _gt(S, GI_SMEM, np.uint8)
-        n = 0
-        for p in range(len(cm)):
-            if cm[p] != 0 or sm[p] != 0:
-                n += 1
-        ps = np.empty(n, dtype=np.int64)
-        k = 0
-        for p in range(len(cm)):
-            if cm[p] != 0 or sm[p] != 0:
-                ps[k] = p
-                k += 1
-        _gd_rekey(S, ps)
-        return
-    low = RJ.tick(_gf(S, GF_EST), _gf(S, GF_RSTART), _gt(S, GI_RCLS, np.int32), _gt(S, GI_RGRP, np.int32), _gd_rtab(S, GF_RQ),
-                  _gt(S, GI_RBUF, np.int32), _gi(S, GI_RGS), _gi(S, GI_RGN), _gf(S, GF_RT0), _gf(S, GF_REVT), _gi(S, GI_REVG),
-                  _gi(S, GI_REVB), _gi(S, GI_RGM), S.res, now)
-    _gd_rekey(S, low)
-
-
-@njit(cache=True)
-def _gd_compact(S):
-    """The estimator's member buffer compacted in place, as ``CompiledHintsReuse._compact`` does it
-    into a new one: the live groups' members moved to the front, in group order (a group's slot
-    never starts before an older group's, so every move is to the left); ids and members unchanged.
-    Growth (a repack of the node's state) is then needed only when the live members fill it."""
-    gbuf, gs, gn, GM = _gt(S, GI_RBUF, np.int32), _gi(S, GI_RGS), _gi(S, GI_RGN), _gi(S, GI_RGM)
-    w = 0
-    for g in range(GM[RJ.G_NEXT]):
-        n = gn[g]
-        if n > 0:
-            o = gs[g]
-            if o != w:
-                for i in range(n):
-                    gbuf[w + i] = gbuf[o + i]
-                gs[g] = w
-            w += n
-    GM[RJ.G_USED] = w
-
-
-@njit(cache=True)
-def _gd_before(S, now, row):
-    """reuse=hints, before a request (at time ``now``; its hints in its ``row`` of R): the estimator's
-    H as ``tick`` sets it, and the grow requests: room in its buffers, its refit due at this request."""
-    M = S.M
-    GX, RSC = _gi(S, GI_GX), _gf(S, GF_RSC)
-    GX[GX_STOP], GX[GX_SUB], GX[GX_TURN], GX[GX_TID] = row[R_STOP], row[R_SUB], row[R_TURN], row[R_TID]
-    if GX[GX_HASLOG] == 0 or M[M_USED2] + M[M_FAB] <= M[M_CAP2]:
-        RSC[RS_H] = np.inf         # nothing given up yet, or room left: a copy written now stays
-    else:
-        RSC[RS_H] = max(math.exp(RSC[RS_LOGAGE]), now - RSC[RS_LASTEV])
-    GM = _gi(S, GI_RGM)
-    if GM[RJ.G_USED] + GX[GX_ROOMB] > len(_gt(S, GI_RBUF, np.int32)):
-        _gd_compact(S)
-    if (GM[RJ.G_USED] + GX[GX_ROOMB] > len(_gt(S, GI_RBUF, np.int32)) or GM[RJ.G_NEXT] + 8 > len(_gi(S, GI_RGS))
-            or GM[RJ.G_EVN] + 8 > len(_gf(S, GF_REVT))):
-        M[M_GROW] |= GROW_HINTS
-    seen = GX[GX_SEEN]
-    if (seen >= GX[GX_FIRST] and (seen - GX[GX_FIRST]) % GX[GX_EVERY] == 0 and seen != GX[GX_LAST_REFIT]):
-        RSC[RS_NOW] = now
-        M[M_GROW] |= GROW_REFIT
-
-
-@njit(cache=True)
-def _gd_note_ssd_victims(S, ps):
-    """``_note_ssd_victims``: the SSD's characteristic time, a running mean of the log ages (time
-    since the last touch) of the copies it gives up."""
-    now = _gnow(S)
-    GX, RSC, tl = _gi(S, GI_GX), _gf(S, GF_RSC), _gf(S, GF_TL)
-    RSC[RS_LASTEV] = now
-    la = RSC[RS_LOGAGE]
-    has = GX[GX_HASLOG] != 0
-    for i in range(len(ps)):
-        t = tl[ps[i]]
-        if t == t:
-            x = math.log(max(now - t, 1.0))
-            la = x if not has else 0.999 * la + 0.001 * x
-            has = True
-    RSC[RS_LOGAGE] = la
-    GX[GX_HASLOG] = 1 if has else 0
-
-
-@njit(cache=True)
-def _gd_select_dram(S, need, vict, acts):
-    """``select_victims(DRAM)``: the compiled selection; its SSD plan is kept for the next SSD one.
-    False (the shortfall in M_SHORT) when it cannot free ``need``."""
-    M = S.M
-    ps, ac, plan, short = GJ.select_dram(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gi(S, GI_K), _gd_hc(S),
-                                         _gd_hs(S), _gd_td(S), _gd_ts(S), _gi(S, GI_G), need, _gnow(S),
-                                         M[M_CAP2] - M[M_USED2])
-    if short:
-        M[M_SHORT] = short
-        return False
-    buf = _gt(S, GI_PLAN, np.int32)
-    if len(plan) > len(buf):
-        raise RuntimeError("cluster_sim engine: gandalf plan buffer full")
-    buf[:len(plan)] = plan
-    _gi(S, GI_GX)[GX_PLAN] = len(plan) if len(plan) else -1
-    for i in range(len(ps)):
-        vict.append(ps[i])
-        acts.append(ac[i])
-    return len(ps) > 0
-
-
-@njit(cache=True)
-def _gd_select_ssd(S, need, vict):
-    """``select_victims(SSD)``, taking the last DRAM selection's plan first (once)."""
-    GX = _gi(S, GI_GX)
-    n = GX[GX_PLAN]
-    GX[GX_PLAN] = -1
-    plan = _gt(S, GI_PLAN, np.int32)[:n if n > 0 else 0]
-    ps = GJ.select_ssd(_gd_c(S), _gd_s(S), _gf(S, GF_P), _gi(S, GI_F), _gi(S, GI_K), _gd_hs(S), _gd_ts(S),
-                       _gi(S, GI_G), need, _gnow(S), plan)
-    for i in range(len(ps)):
-        vict.append(ps[i])
-    if len(ps) and GX[GX_HINTS]:
-        _gd_note_ssd_victims(S, ps)
-    return len(ps) > 0
 
 
 # ---------------------------------------------------------------------------- dynamic_random
 # DynamicRandomPolicy: the gated walk over lru's queues, admitting a DRAM victim without an SSD copy
 # with probability P / (P + n (1 - P)) (n: the writes it commits) from the node's draws; a control
 # loop in simulated time moves the factor of P toward the write budget.
-@njit(cache=True)
-def _dr_tick(S, now):
-    """``DynamicRandomPolicy.tick``: the start, then the control loop every update interval."""
-    M, FX, K = S.M, S.FX, S.K
-    if M[M_DR_STARTED] == 0:
-        M[M_DR_STARTED] = 1
-        FX[FX_START] = now
-        FX[FX_LAST] = now
-        return
-    if now - FX[FX_LAST] < FX[FX_INTERVAL]:
-        return
-    dt = now - FX[FX_LAST]
-    FX[FX_LAST] = now
-    diff = K[PK_DR_WRITTEN] - K[PK_DR_WRITTEN_LAST]
-    if diff <= 0 or dt <= 0:
-        return
-    K[PK_DR_UPDATES] += 1
-    r_obs = diff / dt
-    FX[FX_ROBS] = r_obs
-    tomorrow = FX[FX_TARGET] * (now - FX[FX_START] + DAY)
-    need = max(0.0, tomorrow - K[PK_DR_WRITTEN]) / DAY
-    if FX[FX_MAXRATE] != 0.0 and need > FX[FX_MAXRATE]:
-        need = FX[FX_MAXRATE]
-    FX[FX_RNEED] = need
-    lo = 1.0 - FX[FX_CW]
-    hi = 1.0 + FX[FX_CW]
-    change = min(max(need / r_obs, lo), hi)
-    FX[FX_FACTOR] = min(max(FX[FX_FACTOR] * change, FX[FX_FMIN]), FX[FX_FMAX])
-    K[PK_DR_WRITTEN_LAST] = K[PK_DR_WRITTEN]
-
-
-@njit(cache=True, inline="always")
-def _bitlen(x):
-    n = 0
-    while x > 0:
-        n += 1
-        x >>= 1
-    return n
-
-
-@njit(cache=True)
-def _dr_probability(S, size, commits):
-    """``DynamicRandomPolicy.probability``."""
-    FX = S.FX
-    base = 1.0
-    if FX[FX_DECAY] != 0.0:
-        base = (FX[FX_BITLEN_BASE] / max(1, _bitlen(size))) ** FX[FX_DECAY]
-    P = min(1.0, max(0.0, base * FX[FX_FACTOR]))
-    if commits > 1 and P < 1.0:
-        P = P / (P + commits * (1.0 - P))
-    return P
-
-
-@njit(cache=True)
-def _dr_commitment(S, p):
-    """``DynamicRandomPolicy.commitment``: ``p`` and, for an FA chunk, its ancestors below the
-    deepest one with an SSD copy or an SSD descendant."""
-    if p & 1:
-        return 1
-    c = p >> 1
-    n = S.depth[c] - 1                     # ancestors: flat[anchor[c] : anchor[c] + n], root first
-    a = S.anchor[c]
-    for i in range(n - 1, -1, -1):
-        y = S.flat[a + i]
-        if (S.res[2 * y] & 4) != 0 or S.dcnt[SSD, y] > 0:
-            return n - i
-    return 1 + n
-
-
-@njit(cache=True)
-def _dr_draw(S):
-    """The node's next draw (``ctx.rng.random(1024)`` blocks, as the reference buffers them)."""
-    M, FX = S.M, S.FX
-    i = M[M_DR_UI]
-    n = M[M_DR_UN]
-    if i >= n:
-        if FX_UB + n + 1024 > M[M_DR_CAP]:    # room is kept before each request (replay)
-            raise RuntimeError("cluster_sim engine: dynamic_random's draw buffer is full")
-        FX[FX_UB + n:FX_UB + n + 1024] = S.rng.random(1024)
-        M[M_DR_UN] = n + 1024
-    M[M_DR_UI] = i + 1
-    return FX[FX_UB + i]
-
-
-@njit(cache=True)
-def _dr_admit(S, p):
-    """``DynamicRandomPolicy._admit``: one decision, logged for the selection's accounting."""
-    prob = _dr_probability(S, _psize(S, p), _dr_commitment(S, p))
-    ok = prob >= 1.0 or _dr_draw(S) < prob
-    M = S.M
-    n = M[M_DR_ND]
-    if n >= M[M_CAP_DEC]:
-        raise RuntimeError("cluster_sim engine: dynamic_random's decision log is full")
-    S.PX[M[M_O_DEC] + n] = 2 * p + (1 if ok else 0)
-    M[M_DR_ND] = n + 1
-    return ok
-
-
-@njit(cache=True)
-def _dr_begin(S):
-    """A DRAM selection starts: the draws consumed long ago are let go (the reference trims its
-    buffer past 4096), and this is where a failed selection gives its draws back to."""
-    M, FX = S.M, S.FX
-    ui = M[M_DR_UI]
-    if ui > 4096:
-        n = M[M_DR_UN] - ui
-        FX[FX_UB:FX_UB + n] = FX[FX_UB + ui:FX_UB + ui + n].copy()
-        M[M_DR_UN] = n
-        M[M_DR_UI] = 0
-    M[M_DR_U0] = M[M_DR_UI]
-    M[M_DR_ND] = 0
-
-
-@njit(cache=True)
-def _dr_end(S, ok, vict, acts):
-    """A DRAM selection ended: a failed one changes nothing (its draws go back); a chosen victim
-    counts its last decision as admitted or rejected, and a demotion without an SSD copy adds its
-    bytes to what the control loop has written."""
-    M, K = S.M, S.K
-    if not ok:
-        M[M_DR_UI] = M[M_DR_U0]
-        return
-    if M[M_CAP2] <= 0:
-        return
-    M[M_DR_SEL] += 1
-    sel = M[M_DR_SEL]
-    oa = M[M_O_A]
-    od = M[M_O_DEC]
-    flags = S.flags
-    for p in vict:
-        flags[p] |= F_DRC
-    for i in range(M[M_DR_ND] - 1, -1, -1):          # the last decision on a payload is the one used
-        x = S.PX[od + i]
-        p = x >> 1
-        if (flags[p] & F_DRC) == 0 or S.PX[oa + p] == sel:
-            continue
-        S.PX[oa + p] = sel
-        sz = _psize(S, p)
-        if x & 1:
-            K[PK_DR_ADM] += 1
-            K[PK_DR_ADM_B] += sz
-        else:
-            K[PK_DR_REJ] += 1
-            K[PK_DR_REJ_B] += sz
-    clear = ~np.uint8(F_DRC)
-    for i in range(len(vict)):
-        p = vict[i]
-        flags[p] &= clear
-        if acts[i] != DROP and (S.res[p] & 4) == 0:
-            K[PK_DR_WRITTEN] += _psize(S, p)
 
 
 # ---------------------------------------------------------------------------- tier moves
@@ -2354,7 +663,7 @@ def _add_copy(S, t, p):
             if was == 0:
                 S.dany[y] += 1
     _note_enter(S, t, p)
-    _enter(S, t, p)
+    H.enter(S, t, p)
 
 
 @njit(cache=True, inline="always")
@@ -2404,13 +713,11 @@ def _remove(S, t, p, close):
     S.M[M_LEFT0 + t] += sz
     S.M[M_LEFTN0 + t] += 1
     freed = sz
-    oracle = S.M[M_POLICY] == POLICY_ORACLE
-    hooks = (oracle or S.M[M_POLICY] == POLICY_WORKLOAD_AWARE or S.M[M_POLICY] == POLICY_GANDALF
-             or S.M[M_POLICY] == POLICY_MARCONI)
+    hooks = H.has_leave(S)
     if hooks:
-        _leave(S, t, p)
+        H.leave(S, t, p)
     if t == SSD:
-        _ssd_leave(S, p)
+        H.ssd_leave(S, p)
         if close:
             _close_ssd(S, p)
     if (p & 1) == 0:
@@ -2434,30 +741,16 @@ def _remove(S, t, p, close):
                         S.M[M_LEFTN0 + tt] += 1
                         if tt == t:
                             freed += qs
-                        if hooks and S.M[M_POLICY] == POLICY_MARCONI:
-                            # remove_copy clears the STATE's bits tier by tier before each event
-                            MC.mc_leave(S.PX, np.uint8(sr & (7 ^ ((2 << tt) - 1))), S.parent, tt, q)
-                        elif hooks:
-                            _leave(S, tt, q)
+                        if hooks:
+                            H.leave_state(S, tt, q, sr)
                         if tt == SSD:
-                            _ssd_leave(S, q)
+                            H.ssd_leave(S, q)
                             if close:
                                 _close_ssd(S, q)
                 S.res[q] = 0
-        if oracle:
-            _or_leaf(S, t, c)
-        elif S.M[M_POLICY] == POLICY_MARCONI:
-            MC.mc_leaf(S.PX, S.res, S.dcnt, S.anchor, S.depth, S.flat, t, c)
-        elif S.M[M_POLICY] == POLICY_GANDALF:
-            one = np.empty(1, dtype=np.int64)
-            one[0] = c
-            gone = np.empty(1, dtype=np.bool_)
-            gone[0] = now == 0
-            _gd_leaf(S, t, one, gone)
-    if S.M[M_POLICY] == POLICY_LRU_K and now == 0:
-        _lk_gone(S, p)                  # CacheState.remove_copy's events: p, then its STATE
-        if (p & 1) == 0:
-            _lk_gone(S, p | 1)
+        H.leaf(S, t, c, now == 0)
+    if now == 0:
+        H.lost(S, p)
     return freed
 
 
@@ -2499,38 +792,16 @@ def _batch_anc(S, t, cs, born, sign):
 @njit(cache=True)
 def _leave_events(S, ev, hooks, close):
     """The copies a batch removal (:func:`_remove_many`) took out, in its order, each event
-    ``4 * payload + tier``: the policy's ``on_leave`` (``hooks``: the policies keeping queues of their
-    own; never for HBM), then, for an SSD copy, oracle_admission's log and the admission-hit close
-    (:func:`_remove`'s events, in the same order)."""
-    M, PX = S.M, S.PX
-    pol = M[M_POLICY]
-    wa = hooks and pol == POLICY_WORKLOAD_AWARE
-    gd = hooks and pol == POLICY_GANDALF
-    nres = len(S.res)
-    oq, ok = M[M_O_WQ], M[M_O_WK]
-    ckv, cmem, cmeta = seg_view(PX, 0, 0, np.int32), seg_view(PX, 0, 0, np.uint8), PX[:0]
-    skv, smem, smeta = seg_view(PX, 0, 0, np.int32), seg_view(PX, 0, 0, np.uint8), PX[:0]
-    if gd:
-        ckv, cmem, cmeta = _gt(S, GI_CKV, np.int32), _gt(S, GI_CMEM, np.uint8), _gi(S, GI_CMETA)
-        skv, smem, smeta = _gt(S, GI_SKV, np.int32), _gt(S, GI_SMEM, np.uint8), _gi(S, GI_SMETA)
+    ``4 * payload + tier``: the policy's ``on_leave`` of each (``hooks``: a policy keeping queues of
+    its own; never for HBM), then, for each SSD copy, the policy's ``ssd_leave`` and the admission-hit
+    close (:func:`_remove`'s events, in the same order per kind: a policy's leave and the SSD's close
+    touch disjoint state)."""
+    if hooks:
+        H.leave_many(S, ev)
     for e in ev:
-        p = e >> 2
-        t = e & 3
-        if hooks:
-            if wa:                                   # _wa_leave
-                i = (t - 1) * nres + p
-                PX[oq + i] = -1
-                PX[ok + i] = -1
-            elif gd:                                 # _gd_leave
-                if t == DRAM:
-                    if cmem[p]:
-                        GJ.h_forget(ckv, cmem, cmeta, p)
-                elif smem[p]:
-                    GJ.h_forget(skv, smem, smeta, p)
-            else:
-                _or_leave(S, t, p)
-        if t == SSD:
-            _ssd_leave(S, p)
+        if (e & 3) == SSD:
+            p = e >> 2
+            H.ssd_leave(S, p)
             if close:
                 _close_ssd(S, p)
 
@@ -2543,23 +814,9 @@ def _remove_many(S, t, ps, close):
         return
     cs = [np.int64(0) for _ in range(0)]
     lost = [False for _ in range(0)]
-    keyed = S.M[M_POLICY] == POLICY_LRU_K
-    was_in = np.empty(len(ps) if keyed else 0, dtype=np.int64)
-    nw = 0
-    if keyed:
-        bit = _bit(t)
-        for p in ps:
-            if (S.res[p] & bit) != 0:
-                was_in[nw] = p
-                nw += 1
-    pol = S.M[M_POLICY]
-    if pol == POLICY_MARCONI:
-        # on the arrays (decision 141); the STATEs of the batch first, as remove_copies clears every
-        # listed copy before its events (a listed STATE's event sees its bits cleared; its FA's
-        # loss then finds it gone)
-        MC.mc_remove_many(S.M, S.K, S.PX, S.res, S.flags, S.sb, S.depth, S.parent, t, ps, close, cs, lost)
-    else:
-        hooks = pol == POLICY_ORACLE or pol == POLICY_WORKLOAD_AWARE or pol == POLICY_GANDALF
+    was_in = H.remove_many_begin(S, t, ps)
+    if not H.remove_many(S, t, ps, close, cs, lost):
+        hooks = H.has_leave(S)
         # the steps on the arrays alone (an inlined helper taking S costs each victim a reference count
         # of every array of S); the copies that left a tier, in order, as events 4 * payload + tier for
         # the policy's on_leave and the SSD's close, handed to _leave_events after the loop (neither
@@ -2604,16 +861,8 @@ def _remove_many(S, t, ps, close):
             _leave_events(S, ev[:ne], hooks, close)
     if len(cs):
         _batch_anc(S, t, cs, lost, np.int64(-1))
-        if S.M[M_POLICY] == POLICY_ORACLE:
-            for c in cs:
-                _or_leaf(S, t, c)
-        elif S.M[M_POLICY] == POLICY_MARCONI:
-            for c in cs:
-                MC.mc_leaf(S.PX, S.res, S.dcnt, S.anchor, S.depth, S.flat, t, c)
-        elif S.M[M_POLICY] == POLICY_GANDALF:
-            _gd_removed(S, t, cs, lost)
-    if keyed:
-        _lk_leave_many(S, was_in[:nw])
+        H.leaf_many(S, t, cs, lost)
+    H.remove_many_end(S, t, was_in)
 
 
 @njit(cache=True)
@@ -2640,7 +889,7 @@ def _add_many(S, t, ps):
         s = stamp[p]
         if 0 <= s <= wfront[t]:
             _heap_push(S, t, s, p)
-    if S.M[M_POLICY] != POLICY_LRU:
+    if H.has_enter(S):
         _enter_many(S, t, ps)
 
 
@@ -2667,20 +916,15 @@ def _action(S, t):
     M = S.M
     if t == HBM:
         return DEMOTE if (M[M_CAP1] > 0 or M[M_CAP2] > 0) else DROP
-    if M[M_POLICY] == POLICY_ORACLE or M[M_POLICY] == POLICY_WORKLOAD_AWARE or M[M_POLICY] == POLICY_MARCONI:
-        return DECIDE       # per-victim actions (its own walk, _or_walk / _wa_walk, decides them)
-    if M[M_POLICY] == POLICY_GANDALF:
-        return DECIDE if t == DRAM else DROP     # per-victim actions from its own selection (_gd_select_dram)
-    if M[M_POLICY] == POLICY_GANDALF_STRICT:
-        # lru_select(action=callable) without a fallback: DRAM victims by kind (_decide) when there is
-        # an SSD; every other victim is dropped
-        return DECIDE if t == DRAM and M[M_CAP2] > 0 else DROP
-    if M[M_POLICY] >= POLICY_WRITE_THROUGH:
-        return GATE
-    if t == DRAM:
-        if M[M_CAP2] <= 0:
-            return DROP
-        return DECIDE if M[M_POLICY] == POLICY_ORACLE_ADM else DEMOTE
+    return H.action(S, t)
+
+
+@njit(cache=True, inline="always")
+def default_action(S, t):
+    """The action of a policy that does not choose one: DRAM victims go down to the SSD when there
+    is one; the SSD's are dropped."""
+    if t == DRAM and S.M[M_CAP2] > 0:
+        return DEMOTE
     return DROP
 
 
@@ -2742,7 +986,7 @@ def _walk(S, t, need, action, out, acts):
             p = np.int64(-1)
             if phase == 0:
                 if keyed:
-                    s, p = _kpop(S, t)
+                    s, p = H.pop(S, t)
                 else:
                     s, p = _pop_log(M[M_LOGN], stamp, res, log_p, log_s, wpos, wfront, hn, ho, heap_s, heap_p, t)
                 if p < 0:
@@ -2768,7 +1012,7 @@ def _walk(S, t, need, action, out, acts):
             skip_s.append(s)
             skip_p.append(p)
             continue
-        if gated and phase == 0 and _defer(S, t, p):
+        if gated and phase == 0 and H.defer(S, t, p):
             later_s.append(s)
             later_p.append(p)
             continue
@@ -2788,9 +1032,9 @@ def _walk(S, t, need, action, out, acts):
                 continue
         a = action
         if action == DECIDE:
-            a = _decide(S, t, p)
+            a = H.decide(S, t, p)
         elif gated:
-            a = DEMOTE if gate and ((r & 4) != 0 or _admit(S, t, p)) else DROP
+            a = DEMOTE if gate and ((r & 4) != 0 or H.admit(S, t, p)) else DROP
         if (p & 1) == 0:
             drop_last = (dropping_all or a == DROP) and r == bit
             if drop_last:
@@ -2922,17 +1166,6 @@ def _drop_all(S, t, vict):
 
 
 @njit(cache=True)
-def _mc_select(S, t, need, vict, acts):
-    """marconi's selection in tier ``t`` (_marconi_eng.mc_walk); the shortfall in ``M[M_SHORT]``."""
-    M = S.M
-    ok, short = MC.mc_walk(S.PX, S.FX, S.res, S.stamp, S.pin, S.dcnt, S.dany, S.cred, S.cred_any, S.parent,
-                           S.depth, S.anchor, S.flat, S.sb, M[M_FAB], M[M_SEQ], M[M_CLOCK], t, need, vict, acts)
-    if not ok:
-        M[M_SHORT] = short
-    return ok
-
-
-@njit(cache=True)
 def _room_ssd(S, need):
     for _ in range(64):
         if need <= 0:
@@ -2941,22 +1174,12 @@ def _room_ssd(S, need):
         vict = [np.int64(0) for _ in range(0)]
         acts = [np.int64(0) for _ in range(0)]
         act = _action(S, SSD)
-        if S.M[M_POLICY] == POLICY_ORACLE:
-            ok = _or_walk(S, np.int64(SSD), need, vict, acts)
-        elif S.M[M_POLICY] == POLICY_WORKLOAD_AWARE:
-            ok = _wa_walk(S, np.int64(SSD), need, vict, acts)
-        elif S.M[M_POLICY] == POLICY_GANDALF:
-            ok = _gd_select_ssd(S, need, vict)
-        elif S.M[M_POLICY] == POLICY_MARCONI:
-            ok = _mc_select(S, np.int64(SSD), need, vict, acts)
-        else:
-            ok = _walk(S, np.int64(SSD), need, act, vict, acts)
+        ok = H.select(S, np.int64(SSD), need, act, vict, acts)
         if act == GATE:
             _tally_gated(S, np.int64(SSD), vict, acts)
         if not ok:
             return False
-        if S.M[M_POLICY] == POLICY_GANDALF_STRICT:
-            S.K[PK_G_SSD_EV] += len(vict)
+        H.ssd_victims(S, vict)
         before = S.M[M_USED2]
         _drop_all(S, np.int64(SSD), vict)
         need -= before - S.M[M_USED2]
@@ -2976,44 +1199,25 @@ def _demote_to_ssd(S, vict, t):
 @njit(cache=True)
 def _room_dram(S, need):
     act = _action(S, DRAM)
-    oracle = S.M[M_POLICY] == POLICY_ORACLE
-    wa = S.M[M_POLICY] == POLICY_WORKLOAD_AWARE
     for _ in range(64):
         if need <= 0:
             return True
         S.M[M_SHORT] = -1
         vict = [np.int64(0) for _ in range(0)]
         acts = [np.int64(0) for _ in range(0)]
-        dr = S.M[M_POLICY] == POLICY_DYNAMIC_RANDOM
-        if dr:
-            _dr_begin(S)
-        if oracle:
-            ok = _or_walk(S, np.int64(DRAM), need, vict, acts)
-        elif wa:
-            ok = _wa_walk(S, np.int64(DRAM), need, vict, acts)
-        elif S.M[M_POLICY] == POLICY_GANDALF:
-            ok = _gd_select_dram(S, need, vict, acts)
-        elif S.M[M_POLICY] == POLICY_MARCONI:
-            ok = _mc_select(S, np.int64(DRAM), need, vict, acts)
-        else:
-            ok = _walk(S, np.int64(DRAM), need, act, vict, acts)
+        H.select_begin(S, np.int64(DRAM))
+        ok = H.select(S, np.int64(DRAM), need, act, vict, acts)
         if not ok and act == GATE and S.M[M_CAP2] > 0:
             ok = _walk(S, np.int64(DRAM), need, np.int64(GATE_FORCE), vict, acts)   # select_gated's forced pass
         if act == GATE:
             _tally_gated(S, np.int64(DRAM), vict, acts)
-        if dr:
-            _dr_end(S, ok, vict, acts)
+        H.select_end(S, np.int64(DRAM), ok, vict, acts)
         if not ok:
             return False
-        gs = S.M[M_POLICY] == POLICY_GANDALF_STRICT
-        if gs:
-            _gs_tally(S, vict, acts)
+        H.dram_victims(S, vict, acts)
         before = S.M[M_USED1]
-        if act == DECIDE or act == GATE or oracle:
+        if act == DECIDE or act == GATE:
             # per-victim actions: the demotions first, then the drops still in DRAM (NodeSim._make_room)
-            if act == DECIDE and not (oracle or wa or gs or S.M[M_POLICY] == POLICY_GANDALF
-                                      or S.M[M_POLICY] == POLICY_MARCONI):
-                _tally_dram(S, vict, acts)
             dem = [np.int64(0) for _ in range(0)]
             drp = [np.int64(0) for _ in range(0)]
             for i in range(len(vict)):
@@ -3206,7 +1410,7 @@ def _add_path_fa(S, t, path, lo, hi, only_absent_bit):
     bit (the tier itself: every chunk not yet in ``t``). One pass: descendant counts are strict
     suffix counts along the path. The policy hears each new copy, root first, as
     ``CacheState.add_path_fa`` tells its listeners (lru hears nothing: no list is built)."""
-    if S.M[M_POLICY] == POLICY_LRU or S.M[M_POLICY] == POLICY_DYNAMIC_RANDOM:   # they hear nothing
+    if not H.has_enter(S):              # a policy that does not listen: no list is built
         _add_path_fa_bits(S, t, path, lo, hi, only_absent_bit)
         return
     added = [np.int64(0) for _ in range(0)]
@@ -3261,19 +1465,7 @@ def _step(S, path, counting, R, j, now):
     M[M_SEQ] = seq
     M[M_COUNTING] = counting
     M[M_WR] = 0
-    if M[M_POLICY] == POLICY_LRU_K:
-        _lk_tick(S)
-    elif M[M_POLICY] == POLICY_DYNAMIC_RANDOM:
-        _dr_tick(S, now)
-    elif M[M_POLICY] == POLICY_MARCONI:
-        MC.mc_tick(S.PX, S.FX, S.res, S.dcnt, S.parent, S.depth, S.anchor, S.flat)
-    elif M[M_POLICY] == POLICY_GANDALF:
-        # (indexed here directly: through the inlined _gi helper, inside this inlined step, the store
-        # was lost: numba 0.68, found by comparing with NUMBA_DISABLE_JIT)
-        S.FX[S.PX[GF0 + GF_GN]] = now
-        S.PX[(S.PX[2 * GI_F] >> 3) + GJ.F_CUR] = seq
-        if S.PX[(S.PX[2 * GI_GX] >> 3) + GX_HINTS] != 0:
-            _gd_tick(S, now)
+    H.tick(S, now)
     has_state = M[M_HAS_STATE] != 0
     fab = M[M_FAB]
     m = len(path)
@@ -3322,8 +1514,8 @@ def _step(S, path, counting, R, j, now):
         _touch(S, 2 * path[k])
     if q >= 0:
         _touch(S, q)
-    if M[M_POLICY] != POLICY_LRU:
-        _on_access(S, path, h, r, q)
+    if H.has_on_access(S):
+        H.on_access(S, path, h, r, q)
         if M[M_AQN] > 0:
             _drain_writes(S)
     entry = M[M_ENTRY]
@@ -3347,7 +1539,7 @@ def _step(S, path, counting, R, j, now):
                 res[q] |= bit
                 M[M_USED0 + entry] += _psize(S, q)
                 _note_enter(S, entry, q)
-                _enter(S, entry, q)
+                H.enter(S, entry, q)
                 order.append(q)
             if M[M_USED0 + entry] > M[M_CAP0 + entry]:
                 _resolve_or_trim(S, entry, order, np.bool_(False), path, q, states)
@@ -3374,7 +1566,7 @@ def _step(S, path, counting, R, j, now):
             res[qq] |= _bit(t)
             M[M_USED0 + t] += _psize(S, qq)
             _note_enter(S, t, qq)
-            _enter(S, t, qq)
+            H.enter(S, t, qq)
         if M[M_USED0 + t] > M[M_CAP0 + t]:
             # deepest last: by position, FA before STATE at the same position
             order = [np.int64(0) for _ in range(0)]
@@ -3394,9 +1586,8 @@ def _step(S, path, counting, R, j, now):
             for qq in states:
                 if (res[qq] & 4) != 0:
                     _count_ssd_write(S, qq)
-        if (M[M_POLICY] == POLICY_LRU_K or M[M_POLICY] == POLICY_HOT_PREFIX or M[M_POLICY] == POLICY_WORKLOAD_AWARE
-                or M[M_POLICY] == POLICY_GANDALF_STRICT or M[M_POLICY] == POLICY_GANDALF):
-            _on_insert(S, path, r, states)
+        if H.has_on_insert(S):
+            H.on_insert(S, path, r, states)
     elif m:
         skipped = (m - r) * fab
         for k in pos:
@@ -3437,7 +1628,7 @@ def replay(S, offsets, idx, counted, arrival, j0, R):
                     borrow(S.dcnt), borrow(S.dany), borrow(S.cred), borrow(S.cred_any), borrow(S.sb),
                     borrow(S.parent), borrow(S.depth), borrow(S.anchor), borrow(S.flat), borrow(S.log_p),
                     borrow(S.log_s), borrow(S.heap_s), borrow(S.heap_p), borrow(S.hoff), borrow(S.hcap),
-                    borrow(S.hn), borrow(S.wpos), borrow(S.wfront), borrow(S.PX), borrow(S.FX), S.rng)
+                    borrow(S.hn), borrow(S.wpos), borrow(S.wfront), borrow(S.PX), borrow(S.FX), S.rng, S.pk)
     return _replay(B, borrow(offsets), borrow(idx), borrow(counted), borrow(arrival), j0, borrow(R))
 
 
@@ -3461,75 +1652,11 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
                 _heap_compact(S, t)
                 if 4 * S.hn[t] > S.hcap[t]:
                     M[M_GROW] |= 2 << t
-        if M[M_POLICY] == POLICY_ORACLE:
-            # its queues gain, within one request, an entry per payload that enters or re-keys and
-            # per leaf event and victim: at most four per resident payload and path chunk
-            room = 4 * ((M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_DR_LO] + 3 * m + 4) + 64
-            for t in range(1, 3):
-                if M[M_CAP0 + t] > 0 and S.hn[t] + room > S.hcap[t]:
-                    _heap_compact(S, t)
-                    if S.hn[t] + room > S.hcap[t] or 4 * S.hn[t] > S.hcap[t]:
-                        M[M_GROW] |= 2 << t
-        if M[M_POLICY] == POLICY_WORKLOAD_AWARE:
-            M[M_WA_CAT] = S.PX[M[M_O_WC] + j]
-            S.FX[FXW_NOW] = arrival[i]
-            # a category queue gains, within one request, an entry per payload that enters its tier,
-            # moves to it or is re-filed in it: bounded by the payloads above the SSD (entering; back
-            # from an undone demotion; re-filed), the tier's own (re-filed) and the request's
-            above = (M[M_USED0] + M[M_USED1]) // M[M_DR_LO]
-            M[M_WA_ROOM1] = 3 * above + 8 * m + 64
-            M[M_WA_ROOM2] = 3 * above + M[M_USED2] // M[M_DR_LO] + 8 * m + 64
-            for h in range(WA_H0, WA_H0 + 2 * M[M_WA_NCAT]):
-                room = M[M_WA_ROOM1] if (h - WA_H0) % 2 == 0 else M[M_WA_ROOM2]
-                if S.hn[h] + room > S.hcap[h] or 2 * S.hn[h] > S.hcap[h]:
-                    _heap_compact(S, h)
-                    if S.hn[h] + room > S.hcap[h] or 4 * S.hn[h] > S.hcap[h]:
-                        M[M_GROW] |= GROW_WAH
-        if M[M_POLICY] == POLICY_GANDALF:
-            # a heap's table holds at most 2 x its live entries + 65 (it is rebuilt beyond that), and
-            # its live entries are distinct payloads of its tier: the SSD heap's, payloads in the SSD,
-            # which a request can fill from every tier and with its own; the DRAM heap's, payloads in
-            # DRAM, which a request fills only from the HBM and with its own (loads and inserts of its
-            # own chunks), never from the SSD's other residents. At most every payload, in either.
-            np2 = len(S.res)
-            held = min((M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_DR_LO] + 2 * m + 4, np2)
-            room = 2 * held + 66
-            M[M_GD_ROOM] = room
-            M[M_GD_CROOM] = 2 * min((M[M_USED0] + M[M_USED1]) // M[M_DR_LO] + 2 * m + 4, np2) + 66
-            if ((S.PX[GF0 + GF_CST + 1] - S.PX[GF0 + GF_CST]) // 3 < M[M_GD_CROOM]
-                    or (S.PX[GF0 + GF_SST + 1] - S.PX[GF0 + GF_SST]) // 3 < room):
-                M[M_GROW] |= GROW_GD
-            # the SSD plan holds SSD victims, the leaf-event buffer two events per chunk leaving a tier
-            # (CompiledNode._gd_held: the same bound, at most every payload)
-            held = held + 2
-            M[M_GD_HELD] = held
-            if ((S.PX[2 * GI_PLAN + 1] - S.PX[2 * GI_PLAN]) // 4 < held
-                    or S.PX[2 * GI_KINDS + 1] - S.PX[2 * GI_KINDS] < 2 * held):
-                M[M_GROW] |= GROW_GD
-            cme, sme = _gi(S, GI_CMETA), _gi(S, GI_SMETA)
-            if max(cme[GJ.M_NEXT], sme[GJ.M_NEXT]) >= GD_GEN_LIMIT:
-                M[M_GROW] |= GROW_GDGEN
-            if S.PX[(S.PX[2 * GI_GX] >> 3) + GX_HINTS] != 0:
-                _gd_before(S, arrival[i], R[j])
-            if S.PX[(S.PX[2 * GI_F] >> 3) + GJ.F_POP] != 0:
-                # reuse=population: a request adds a row of references and at most a row of reuses
-                # per path chunk
-                Q = _gi(S, GI_PQ)
-                if (Q[PQ_RT] + 1 > len(_gf(S, GF_PRT)) or Q[PQ_UT] + m > len(_gf(S, GF_PUT))):
-                    M[M_GROW] |= GROW_POP
-        if M[M_POLICY] == POLICY_MARCONI and MC.mc_tune_due(S.PX, S.FX):
-            M[M_GROW] |= GROW_MC_TUNE
+        H.before_request(S, j, i, m, arrival, R)
         if M[M_LOG_OUT] != 0 and M[M_OUTN] + M[M_OUTROOM] > M[M_CAP_OUT]:
             M[M_GROW] |= GROW_OUT
         if 2 * M[M_AQMAX] > M[M_CAP_AQ]:
             M[M_GROW] |= GROW_AQ
-        if M[M_POLICY] == POLICY_DYNAMIC_RANDOM:
-            # a selection's draws and decisions: at most 4 per candidate (every payload in DRAM or
-            # HBM, and this request's), the buffer at most 5119 draws at a selection's start
-            room = 4 * ((M[M_USED0] + M[M_USED1]) // M[M_DR_LO] + 2 * m + 2) + 64
-            M[M_DR_ROOM] = room
-            if M[M_DR_CAP] < FX_UB + 6144 + room or M[M_CAP_DEC] < room:
-                M[M_GROW] |= GROW_DR
         if M[M_GROW] != 0:
             return j
         _step(S, S.flat[a:b], 1 if counted[j] else 0, R, j, arrival[i])

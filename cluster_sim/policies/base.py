@@ -134,6 +134,18 @@ class Policy:
     uses_admit_on_insert = False     # set True if admit_on_insert may return True
     needs_future = False             # hindsight policies only
 
+    @classmethod
+    def kernels_module(cls, params) -> str | None:
+        """The dotted name of the module holding this policy's compiled hooks
+        (:mod:`cluster_sim.engine.hooks`) for these parameters: by default ``kernels`` beside the
+        policy's own module (its folder), or None when there is none."""
+        import importlib.util
+        name = cls.__module__ + ".kernels"
+        try:
+            return name if importlib.util.find_spec(name) is not None else None
+        except ImportError:
+            return None
+
     def __init__(self, params=None, /, **kw):
         """``params``: an instance of :attr:`Params` (validated already, as :func:`make_policy`
         gives it), or a mapping / keywords, validated here."""

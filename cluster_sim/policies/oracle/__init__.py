@@ -56,11 +56,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cache.hybrid import unbounded_resume_prefix
-from ..cache.lazyheap import LazyHeap
-from ..cache.state import BIT, IN_DRAM, IN_SSD, chunk_of, fa_of, is_state, state_of
-from ..settings import setting
-from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, no_victims
+from ...cache.hybrid import unbounded_resume_prefix
+from ...cache.lazyheap import LazyHeap
+from ...cache.state import BIT, IN_DRAM, IN_SSD, chunk_of, fa_of, is_state, state_of
+from ...settings import setting
+from ..base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, no_victims
 
 _TIERS = (DRAM, SSD)
 FA_USE_MODES = ("path", "hit")

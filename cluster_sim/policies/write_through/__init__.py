@@ -36,9 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cache.state import BIT, IN_DRAM, IN_SSD, chunk_of, fa_of, is_state
-from ..settings import setting
-from .base import DEMOTE, DRAM, DROP, SSD, NoParams, Policy, no_victims
+from ...cache.state import BIT, IN_DRAM, IN_SSD, chunk_of, fa_of, is_state
+from ...settings import setting
+from ..base import DEMOTE, DRAM, DROP, SSD, NoParams, Policy, no_victims
 
 __all__ = ["WriteThroughPolicy", "WriteThroughSelectivePolicy", "gated_select", "select_gated",
            "VictimTally", "renotify_inserted"]

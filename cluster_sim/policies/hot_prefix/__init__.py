@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import libm
-from ..settings import setting
-from .base import DRAM, HBM, SSD, Policy
-from .lru_k import KeyedTierHeap
-from .write_through import VictimTally, renotify_inserted, select_gated
+from ... import libm
+from ...settings import setting
+from ..base import DRAM, HBM, SSD, Policy
+from ..lru_k import KeyedTierHeap
+from ..write_through import VictimTally, renotify_inserted, select_gated
 
 __all__ = ["HotPrefixPolicy"]
 

@@ -47,12 +47,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cache.state import IN_DRAM, IN_SSD, chunk_of, fa_of, is_state, state_of
-from ..cache.lazyheap import LazyHeap
-from ..errors import ConfigError
-from ..jit_timing import cached
-from ..settings import setting
-from .base import DEMOTE, DRAM, DROP, SSD, Policy, Tentative, lru_select, no_victims
+from ...cache.state import IN_DRAM, IN_SSD, chunk_of, fa_of, is_state, state_of
+from ...cache.lazyheap import LazyHeap
+from ...errors import ConfigError
+from ...jit_timing import cached
+from ...settings import setting
+from ..base import DEMOTE, DRAM, DROP, SSD, Policy, Tentative, lru_select, no_victims
 
 _INF = float("inf")
 _NAN = float("nan")
@@ -116,6 +116,11 @@ def sizes_by_depth(size: np.ndarray, depth: np.ndarray) -> np.ndarray:
 class GandalfPolicy(Policy):
     name = "gandalf"
     Params = GandalfParams
+
+    @classmethod
+    def kernels_module(cls, params) -> str:
+        """placement=strict (the paper's rule alone) has kernels of its own: no cost model."""
+        return f"{__name__}.strict" if params.placement == "strict" else f"{__name__}.kernels"
     wants_residency_events = True
     leaf_event_tiers = (DRAM,)          # SSD victims come back through on_global_leaf
     #: print the notice of its kernels' compilation (the compiled engine, which builds them as part
@@ -227,7 +232,7 @@ class GandalfPolicy(Policy):
         self.log_age = None          # EWMA of log(age) of the SSD copies evicted: the SSD's characteristic time
         self.last_evict_t = 0.0
         if self.reuse in ("hints", "learned") and self.placement != "strict":     # strict is LRU walking
-            from .reuse import make_reuse
+            from ..reuse import make_reuse
             self.est = make_reuse(self.reuse, n2, st.depth, compiled=self._jit is not None,
                                   refit_requests=self.refit_requests)
         if self._jit is not None:
@@ -962,7 +967,7 @@ class GandalfPolicy(Policy):
         st = self.st
         n2 = len(st.res)
         U = n2 // 2
-        from ..trace.chunks import wide   # the kernels are typed for int64 ids: one shared copy of an int32 trace
+        from ...trace.chunks import wide   # the kernels are typed for int64 ids: one shared copy of an int32 trace
         self._C = (st.res, st.pin, sizes_by_depth(st.size, st.depth), wide(st.parent), wide(st.depth), wide(st.anchor),
                    wide(st.flat),
                    st.dcnt[DRAM], st.dcnt[SSD], st.dany)

@@ -90,11 +90,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cache.hybrid import checkpoint_positions
-from ..cache.lazyheap import LazyHeap
-from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, chunk_of, fa_of, is_state, state_of
-from ..settings import setting
-from .base import Policy, Tentative, no_victims
+from ...cache.hybrid import checkpoint_positions
+from ...cache.lazyheap import LazyHeap
+from ...cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, chunk_of, fa_of, is_state, state_of
+from ...settings import setting
+from ..base import Policy, Tentative, no_victims
 
 ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(21))
 _TIERS = (DRAM, SSD)
@@ -735,7 +735,7 @@ def _announce(module_file: str) -> None:
     _announced.append(True)
     import sys
 
-    from ..jit_timing import cached
+    from ...jit_timing import cached
     if not cached(module_file, "_marconi_jit.replay-"):
         print(f"cluster_sim: compiling Marconi's α-tuning replay (numba, once per install, about "
               f"{TUNE_COMPILE_S} s; not counted in sim_wall_s)", file=sys.stderr)
@@ -839,7 +839,7 @@ class SingleTierMarconi:
 
     def run_compiled(self, alphas):
         """(saved per α, hit lengths ``hs[i, request]``) by :func:`._marconi_jit.replay`."""
-        from . import _marconi_jit as J
+        from .. import _marconi_jit as J
         _announce(J.__file__)
         m, fm = self.model, self.fm
         n = len(self.g)

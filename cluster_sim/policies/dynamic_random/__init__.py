@@ -45,11 +45,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cache.state import IN_SSD, chunk_of, fa_of, is_state
-from ..errors import ConfigError
-from ..settings import setting
-from .base import DRAM, SSD, Policy
-from .write_through import VictimTally, renotify_inserted, select_gated
+from ...cache.state import IN_SSD, chunk_of, fa_of, is_state
+from ...errors import ConfigError
+from ...settings import setting
+from ..base import DRAM, SSD, Policy
+from ..write_through import VictimTally, renotify_inserted, select_gated
 
 __all__ = ["DynamicRandomPolicy"]
 

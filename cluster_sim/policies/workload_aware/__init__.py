@@ -51,10 +51,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cache.lazyheap import LazyHeap
-from ..cache.state import BIT, chunk_of, fa_of, is_state, twin_state
-from ..settings import setting
-from .base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, no_victims
+from ...cache.lazyheap import LazyHeap
+from ...cache.state import BIT, chunk_of, fa_of, is_state, twin_state
+from ...settings import setting
+from ..base import DEMOTE, DRAM, DROP, HBM, SSD, Policy, Tentative, no_victims
 
 _TIERS = (DRAM, SSD)
 _PRIOR_RATE = 1.0 / 600.0

@@ -37,10 +37,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cache.state import IN_SSD, chunk_of, fa_of, is_state
-from ..settings import setting
-from .base import DEMOTE, DRAM, DROP, SSD, Policy, lru_select
-from .oracle import next_use_tables
+from ...cache.state import IN_SSD, chunk_of, fa_of, is_state
+from ...settings import setting
+from ..base import DEMOTE, DRAM, DROP, SSD, Policy, lru_select
+from ..oracle import next_use_tables
 
 
 @dataclass(frozen=True)

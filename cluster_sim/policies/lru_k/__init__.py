@@ -38,10 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cache.state import BIT, is_state
-from ..settings import setting
-from .base import DRAM, HBM, SSD, Policy
-from .write_through import VictimTally, select_gated
+from ...cache.state import BIT, is_state
+from ...settings import setting
+from ..base import DRAM, HBM, SSD, Policy
+from ..write_through import VictimTally, select_gated
 
 __all__ = ["LRUKPolicy", "KeyedTierHeap"]
 

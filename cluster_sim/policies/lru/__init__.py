@@ -7,7 +7,7 @@ rules. Equivalent to LRU-1 / HotPrefix(F=1).
 """
 from __future__ import annotations
 
-from .base import DEMOTE, DRAM, DROP, SSD, Policy, lru_select
+from ..base import DEMOTE, DRAM, DROP, SSD, Policy, lru_select
 
 
 class LRUPolicy(Policy):
