@@ -50,36 +50,42 @@ EARLY = (
     "test_trace_mooncake.py::",
 )
 
-_BUILDER = None
+_BUILDERS: list = []
+
+#: a builder process's program: build every n-th kernel set, from the i-th (argv: i n)
+_BUILD = ("import sys; from cluster_sim import engine as E; i, n = map(int, sys.argv[1:3]); "
+          "E.ensure_compiled(settings=[(p, q) for _, p, q in E._kernel_sets(None)[i::n]])")
 
 
 def pytest_configure(config):
-    """In the controller of a parallel run on a fresh install: build the kernels in one background
-    process. It takes the engine's build lock before its first line; every worker's (and every
-    command-line subprocess's) ``ensure_compiled`` then waits for it and loads the cache."""
-    global _BUILDER
+    """In the controller of a parallel run on a fresh install: build the kernels in background
+    processes, one per CPU (at most 2), each taking every other kernel set. A builder holds a set's
+    build lock while it builds it; every worker's (and every command-line subprocess's)
+    ``ensure_compiled`` of that set then waits for it and loads the cache."""
     if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", None):
         return
     import subprocess
     import sys
     import threading
     from cluster_sim import engine
-    if engine.compile_notice() is None or not engine.numba_available()[0]:
+    if not engine.numba_available()[0] or engine.compile_notice() is None:
         return
-    _BUILDER = subprocess.Popen(
-        [sys.executable, "-c", "from cluster_sim.engine import ensure_compiled; ensure_compiled()"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    first = _BUILDER.stderr.readline()         # the compile notice, printed once the lock is held
-    tail: list[str] = [first]
-    threading.Thread(target=lambda: tail.extend(_BUILDER.stderr), daemon=True).start()
-    _BUILDER.tail = tail
-    print(f"conftest: building the compiled engine in the background (pid {_BUILDER.pid}): {first.strip()}")
+    n = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    for i in range(n):
+        b = subprocess.Popen([sys.executable, "-c", _BUILD, str(i), str(n)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        first = b.stderr.readline()         # its first compile notice, printed once it holds that set's lock
+        b.tail = [first]
+        threading.Thread(target=lambda b=b: b.tail.extend(b.stderr), daemon=True).start()
+        _BUILDERS.append(b)
+        print(f"conftest: building compiled kernels in the background (pid {b.pid}): {first.strip()}")
 
 
 def pytest_unconfigure(config):
-    if _BUILDER is not None and _BUILDER.poll() is None:
-        _BUILDER.terminate()
-        _BUILDER.wait(timeout=60)
+    for b in _BUILDERS:
+        if b.poll() is None:
+            b.terminate()
+            b.wait(timeout=60)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -2,7 +2,8 @@
 environment, run ``cluster-sim`` from an empty folder, then with a user's own config folder
 (``-cd``) holding a hardware file that names a bundled one as its default.
 
-The environment is made with ``--system-site-packages`` so the dependencies (numpy, Ray,
+The environment is made with ``--system-site-packages`` (and, when the tests run in a virtual
+environment, that environment's site-packages added) so the dependencies (numpy, Ray,
 MLflow, ...) come from the interpreter running the tests and nothing is downloaded but the
 build backend (pip's build isolation; the package index or its local mirror). The wheel's
 own ``cluster_sim`` shadows any other copy: the test checks which one runs.
@@ -45,6 +46,22 @@ def _summary(folder: Path) -> dict:
     return json.loads(found[0].read_text())
 
 
+def _see_parent_packages(venv: Path) -> None:
+    """When the tests themselves run in a virtual environment, ``--system-site-packages`` gives the
+    new one the *base* interpreter's packages, not that environment's (where the dependencies are):
+    a ``.pth`` file adds its site-packages folders after the new environment's own, so the wheel
+    installed there still comes first (the test checks which copy runs). Their own ``.pth`` files
+    are not processed, so the parent's editable cluster_sim is not seen."""
+    import site
+    import sysconfig
+    if sys.prefix == sys.base_prefix:
+        return
+    parents = [p for p in dict.fromkeys(site.getsitepackages() + [sysconfig.get_paths()["purelib"]]) if Path(p).is_dir()]
+    py = subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                        capture_output=True, text=True, check=True).stdout.strip()
+    (Path(py) / "_cluster_sim_parent_env.pth").write_text("\n".join(parents) + "\n")
+
+
 def test_wheel_installs_and_runs_from_any_folder(tmp_path):
     wheels, venv = tmp_path / "wheels", tmp_path / "venv"
     env0 = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -55,6 +72,7 @@ def test_wheel_installs_and_runs_from_any_folder(tmp_path):
             "cluster_sim/traces/default.parquet", "hydra_plugins/cluster_sim_ray_launcher/ray_launcher.py"} <= names
 
     _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp_path, env0)
+    _see_parent_packages(venv)
     env = _env(venv)
     _run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(whl)],
          tmp_path, env)

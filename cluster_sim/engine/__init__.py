@@ -26,14 +26,15 @@ every policy alike:
 
 The overflow cascade around it (HBM -> DRAM -> SSD demotions, the undo of a demotion the
 lower tier could not absorb, trimming a request's own payloads deepest first) is written once
-too. A policy supplies only its ordering key (the queue yields a tier's resident payloads in
-increasing key order; ``lru``'s key is the logical-clock stamp of the last touch, fed from the
-touch log with a heap for copies that enter a tier after the walker passed their stamp) and its
-admission rule (``_jit._action``; per victim, ``_jit._decide`` / ``_jit._admit``). The policies
-compiled (``SUPPORTED_POLICIES``) are a run-time id (``M[M_POLICY]``) with their own arrays in the
-state and hooks where the node calls the interpreted policy (``_jit._on_access``, ``_jit._enter``,
-``_jit._ssd_leave``); their counters are reported under the interpreted ``counters()`` names
-(docs/decisions.md 83-86). The others stay on the interpreted path (``supports``).
+too. A policy supplies only its hooks (:mod:`cluster_sim.engine.hooks`: its ordering of candidates,
+its admission rule, what it hears of entries, leaves and accesses, and, where it has one, its own
+selection), in ``policies/<name>/kernels.py``; every hook it does not define is the engine's default,
+which is LRU (the candidate queue is the touch log, the logical-clock stamp of the last touch,
+with a heap for copies that enter a tier after the walker passed their stamp). The hooks are chosen
+when a kernel is typed, from the type of the policy's kernel set in the state (decision 156): a run
+compiles the engine for its own policy only. The policies compiled (``SUPPORTED_POLICIES``) report
+their counters under the interpreted ``counters()`` names (docs/decisions.md 83-86). The others stay
+on the interpreted path (``supports``).
 
 What the compiled engine does not model yet falls back to the interpreted node under
 ``cache.engine=auto`` and is an error under ``cache.engine=numba`` (:func:`resolve`): policies
@@ -84,12 +85,10 @@ def _gandalf_unsupported(p) -> str | None:
     return None
 _MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
 _TIER_KEYS = ("hbm", "dram", "ssd")
-#: a fresh compile of every kernel (_warm_up) on the 2-core machines here: 134 s on one, 309 s on another;
-#: 521 s in a clean-clone CI's first compiled test on a third (2026-12-03, workload_aware's kernel added);
-#: then 349.9 s -> 174.2 s on one machine once each kernel compiled once per argument type (decision 133);
-#: 259 s on that machine with Gandalf's kernels in the engine (decision 135), 316-334 s with its hints
-#: estimator's (decision 136)
-EXPECTED_COMPILE_S = "150-450"
+#: a fresh compile of one policy's kernel set (_warm_up) on the 2-core machines here: lru 61-67 s
+#: (scripts/bench_compile.py, 2026-12-07); every set one after another in one process, about 18 min
+#: (the single build of every policy at once took 150-450 s before decision 156)
+EXPECTED_COMPILE_S = "60-300"
 
 
 def numba_available() -> tuple[bool, str | None]:
@@ -179,16 +178,20 @@ def kernels_of(policy: str, params=None):
     module = policy_class(policy).kernels_module(p)
     if module is None:
         raise ConfigError("cache.engine", f"policy {policy!r} has no compiled kernels (no kernels module)")
-    key = (policy, module)
-    k = _KSETS.get(key)
+    k = _KSETS.get(module)
     if k is None:
-        import importlib
-        root = Path(__file__).resolve().parent.parent
-        folder = Path(importlib.import_module(module).__file__).resolve().parent
-        files = [root / rel for rel in CORE_SOURCES] + sorted(folder.glob("*.py"))
-        k = _KSETS[key] = hooks.Kernels(module.rsplit(".", 2)[-2] + "." + module.rsplit(".", 1)[-1], module,
-                                        hooks.source_digest(files))
+        k = _KSETS[module] = hooks.Kernels(".".join(module.rsplit(".", 2)[-2:]), module,
+                                           hooks.source_digest(kernel_sources(module)))
     return k
+
+
+def kernel_sources(module: str) -> list[Path]:
+    """The files a kernel module's digest covers: the engine core's (:data:`CORE_SOURCES`) and every
+    ``.py`` file of the module's own folder (the policy's), and no other policy's."""
+    import importlib
+    root = Path(__file__).resolve().parent.parent
+    folder = Path(importlib.import_module(module).__file__).resolve().parent
+    return [root / rel for rel in CORE_SOURCES] + sorted(folder.glob("*.py"))
 
 
 _KSETS: dict = {}
@@ -350,35 +353,39 @@ def ensure_compiled(stream=None, settings=None) -> float:
     """Compile (or load from numba's cache) the kernels of ``settings`` ((policy, params) pairs; None:
     every compiled setting) with the types a run uses, printing :func:`compile_notice` first when
     compiling. Returns the seconds it took. A run calls this before its clock starts, so
-    compilation never counts in ``sim_wall_s``."""
+    compilation never counts in ``sim_wall_s``.
+
+    One build of a kernel set at a time per cache (decision 137): a process that finds a set unbuilt
+    builds it under that set's exclusive lock; any other process needing it (a sweep's next point, a
+    fleet's worker, a test worker) waits for that build and then loads it. Different sets build in
+    parallel. Every build holds the cache's lock shared; the shared helpers' sources changing (an
+    update, an edit) is handled under it exclusively: their caches, and every record, are removed."""
     t0 = time.perf_counter()
     todo = [x for x in _kernel_sets(settings) if (x[0].name, x[0].digest) not in _READY]
     if not todo:
         return 0.0
-    # one build at a time per cache (decision 137): a process that finds its kernels unbuilt builds
-    # them under an exclusive lock; any other process (a sweep's next point, a fleet's worker, a test
-    # worker) waits for that build to end and then loads it; loads share the lock
-    todo_settings = [(policy, params) for _, policy, params in todo]
-    built = _cached(todo_settings)
-    with _build_lock(exclusive=not built):
-        helpers_ok = _recorded_digest(digest_path()) == kernel_digest()
-        if not helpers_ok:      # shared helpers of other sources (an update, an edit): rebuilt
-            dpath, digest = digest_path(), kernel_digest()
-            remove_stale_kernels(_kernel_cache_dirs(), _recorded_digest(dpath), digest)
-            for f in build_lock_path().parent.glob(f"cluster_sim-kernels-{_location_tag()}-*.ok"):
+    digest = kernel_digest()
+    if _recorded_digest(digest_path()) != digest:
+        with _build_lock(exclusive=True):
+            if _recorded_digest(digest_path()) != digest:
+                remove_stale_kernels(_kernel_cache_dirs(), _recorded_digest(digest_path()), digest)
+                for f in build_lock_path().parent.glob(f"cluster_sim-kernels-{_location_tag()}-*.ok"):
+                    with contextlib.suppress(OSError):
+                        f.unlink()
                 with contextlib.suppress(OSError):
-                    f.unlink()
-        note = compile_notice(todo_settings)
-        if note:
-            print(note, file=stream if stream is not None else sys.stderr, flush=True)
+                    digest_path().write_text(digest + "\n")
+    with _build_lock(exclusive=False):
         for k, policy, params in todo:
-            _warm_up(policy, params)
-            with contextlib.suppress(OSError):
-                _built_path(k).write_text(k.module + "\n")
+            built = _built_path(k).exists()
+            with _build_lock(exclusive=not built, name=k.name):
+                if not _built_path(k).exists():
+                    note = compile_notice([(policy, params)])
+                    if note:
+                        print(note, file=stream if stream is not None else sys.stderr, flush=True)
+                _warm_up(policy, params)
+                with contextlib.suppress(OSError):
+                    _built_path(k).write_text(k.module + "\n")
             _READY.add((k.name, k.digest))
-        if not helpers_ok:
-            with contextlib.suppress(OSError):
-                dpath.write_text(digest + "\n")
     return time.perf_counter() - t0
 
 
@@ -401,13 +408,15 @@ def build_lock_path():
 
 
 @contextlib.contextmanager
-def _build_lock(exclusive: bool):
-    """Hold :func:`build_lock_path`'s lock, exclusive (a build) or shared (a load), blocking while
-    another process holds it exclusively. No lock where ``fcntl`` is missing (Windows) or the file
-    cannot be opened: each process then builds on its own, as numba alone would."""
+def _build_lock(exclusive: bool, name: str | None = None):
+    """Hold :func:`build_lock_path`'s lock (``name``: kernel set ``name``'s, beside it), exclusive (a
+    build) or shared (a load), blocking while another process holds it exclusively. No lock where
+    ``fcntl`` is missing (Windows) or the file cannot be opened: each process then builds on its own,
+    as numba alone would."""
     try:
         import fcntl
-        fh = open(build_lock_path(), "a+b")
+        path = build_lock_path()
+        fh = open(path if name is None else path.with_name(f"{path.stem}-{name}.lock"), "a+b")
     except (ImportError, OSError):
         yield
         return

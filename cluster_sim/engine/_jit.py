@@ -20,9 +20,12 @@ State ``S`` (a namedtuple of arrays, :class:`EngineState`):
 * ``M`` (meta: clock, sequence, bytes used, capacities, ...) and ``K`` (counters, the policy's
   after the node's);
 * ``PX``: the policy's own state, segments of one int64 array at offsets ``M[M_O_*]``
-  (``CompiledNode._policy_arrays`` says what each holds). The policy is ``M[M_POLICY]``; its
-  hooks (:func:`_on_access`, :func:`_enter`, :func:`_ssd_leave`, :func:`_decide`, :func:`_admit`,
-  :func:`_defer`) are called where :class:`~cluster_sim.node.NodeSim` calls the interpreted policy.
+  (``CompiledNode._policy_arrays`` says what each holds);
+* ``pk``: the policy's kernel set (:class:`cluster_sim.engine.hooks.Kernels`). Its hooks
+  (``H.on_access``, ``H.enter``, ``H.leave``, ``H.select``, ``H.decide``, ``H.admit``, ...; the list
+  and their defaults: :data:`cluster_sim.engine.hooks.HOOKS`) are called where
+  :class:`~cluster_sim.node.NodeSim` calls the interpreted policy, and are chosen when a kernel is
+  typed: this module names no policy's code, and a run compiles only its policy's.
 
 The candidate queue of a tier yields the payloads resident in it in increasing key order
 (LRU's key: the stamp); validity is checked lazily (a stale entry has another stamp or left
