@@ -13,7 +13,7 @@ from pathlib import Path
 
 import cluster_sim.engine._jit as J
 
-SRC = Path(J.__file__).read_text()
+SRC = "".join((Path(J.__file__).parent / f"{m}.py").read_text() for m in ("layout", "queue", "residency", "walk", "cascade", "step"))
 #: each policy's kernel module, with the core's hook calls (``H.select(...)``) read as calls of the
 #: module's own function of that name: what numba compiles for that policy
 _POLICIES = Path(J.__file__).resolve().parent.parent / "policies"

@@ -15,6 +15,9 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "cluster_sim"
 
+ENGINE_CORE = tuple(f"cluster_sim.engine.{m}" for m in
+                    ("hooks", "layout", "queue", "residency", "walk", "cascade", "step", "_jit"))
+
 # lowest first; a module's layer is that of its longest matching prefix
 LAYERS: list[tuple[str, ...]] = [
     ("cluster_sim.errors", "cluster_sim.units", "cluster_sim._version", "cluster_sim._ftl_ops", "cluster_sim.locations", "cluster_sim.jit_timing",
@@ -22,6 +25,9 @@ LAYERS: list[tuple[str, ...]] = [
      "cluster_sim._nrt"),
     ("cluster_sim.model", "cluster_sim.settings", "cluster_sim.cost", "cluster_sim.ftl", "cluster_sim._ftl_jit", "cluster_sim.cache", "cluster_sim.trace"),
     ("cluster_sim.metrics",),
+    # the compiled engine's core (the kernels and the hooks a policy's kernels implement): below the
+    # policies, which build on it; the engine's Python side (the package) is above them
+    ENGINE_CORE,
     ("cluster_sim.policies",),
     ("cluster_sim.node", "cluster_sim.engine"),
     ("cluster_sim.router", "cluster_sim.fleet", "cluster_sim.config", "cluster_sim.schema_store", "cluster_sim.capacity",
@@ -179,7 +185,7 @@ def _plant(tmp_path: Path, rel: str, line: str) -> Path:
 
 
 @pytest.mark.parametrize("rel, line, expect", [
-    ("policies/lru.py", "from ..node import NodeSim", "policy -> node"),
+    ("policies/lru/__init__.py", "from ...node import NodeSim", "policy -> node"),
     ("trace/chunks.py", "from cluster_sim.config import SimConfig", "core -> edge"),
     ("cache/state.py", "import cluster_sim.metrics", "upward"),
     ("node.py", "from .fleet import run_fleet", "core -> edge"),
@@ -217,17 +223,17 @@ def _rooted_at_state(node) -> bool:
 def state_writes(root: Path = PKG) -> list[str]:
     """Every place a policy stores into the node's CacheState or calls one of its mutators."""
     out = []
-    for f in sorted((root / "policies").glob("*.py")):
+    for f in sorted((root / "policies").rglob("*.py")):      # a policy is a folder (decision 156)
         for n in ast.walk(ast.parse(f.read_text())):
             targets = n.targets if isinstance(n, ast.Assign) else \
                 [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign)) else []
             for t in targets:
                 for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
                     if isinstance(el, (ast.Attribute, ast.Subscript)) and _rooted_at_state(el):
-                        out.append(f"{f.name}:{n.lineno}: {ast.unparse(el)} = ...")
+                        out.append(f"{f.relative_to(root)}:{n.lineno}: {ast.unparse(el)} = ...")
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in MUTATORS \
                     and _rooted_at_state(ast.Attribute(value=n.func.value, attr="_", ctx=ast.Load())):
-                out.append(f"{f.name}:{n.lineno}: {ast.unparse(n)}")
+                out.append(f"{f.relative_to(root)}:{n.lineno}: {ast.unparse(n)}")
     return out
 
 
@@ -238,5 +244,5 @@ def test_no_policy_writes_the_cache_state():
 @pytest.mark.parametrize("line", ["self.st.pin[3] = 0", "st = self.st; st.shortfall = 5", "self.st.touch_one(4)",
                                   "self.ctx.state.used[1] += 9"])
 def test_a_planted_state_write_is_caught(tmp_path, line):
-    root = _plant(tmp_path, "policies/lru.py", line)
+    root = _plant(tmp_path, "policies/lru/__init__.py", line)
     assert len(state_writes(root)) == 1

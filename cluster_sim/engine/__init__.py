@@ -162,7 +162,8 @@ def resolve(engine: str, policy: str, hardware_list, kv_events: bool, params=Non
 
 #: the engine core's sources: every kernel set's digest covers them (the files its kernels compile
 #: from besides the policy's own folder)
-CORE_SOURCES = ("engine/_jit.py", "engine/hooks.py", "_nrt.py", "cache/state.py", "engine/_marconi_eng.py",
+CORE_SOURCES = ("engine/_jit.py", "engine/layout.py", "engine/queue.py", "engine/residency.py", "engine/walk.py",
+                "engine/cascade.py", "engine/step.py", "engine/hooks.py", "_nrt.py", "cache/state.py",
                 "policies/_gandalf_jit.py", "policies/_reuse_jit.py", "policies/_marconi_jit.py")
 
 
@@ -232,7 +233,7 @@ def _cached(settings=None) -> bool:
 #: recorded beside the build, and every engine cache is removed before a build of other sources.
 #: (Kernels that take the state are keyed by their kernel set's digest: hooks.Kernels.)
 KERNEL_SOURCES = ("policies/_gandalf_jit.py", "policies/_reuse_jit.py", "_nrt.py", "cache/state.py",
-                  "engine/_marconi_eng.py", "policies/_marconi_jit.py")
+                  "policies/marconi/tree.py", "policies/_marconi_jit.py")
 
 
 def kernel_digest(root: Path | None = None, sources=KERNEL_SOURCES) -> str:
@@ -272,11 +273,16 @@ def _kernel_cache_dirs() -> dict[str, Path]:
     """numba's cache folder of each kernel module, by the file stem its cache files start with."""
     from ..cache import state
     from ..policies import _gandalf_jit as GJ, _reuse_jit as RJ
-    from . import _jit as J, _marconi_eng as MC
+    from ..policies.marconi import tree as MC
 
     out = {}
-    for stem, d in (("_jit", J.replay), ("_gandalf_jit", GJ.select_dram), ("_reuse_jit", RJ.tick),
-                    ("state", state._leaf_events_kernel()), ("_marconi_eng", MC.mc_walk)):
+    from . import step
+    for stem in ("_jit", "layout", "queue", "residency", "walk", "cascade"):      # the core's modules: one folder
+        path = getattr(getattr(step.replay, "_cache", None), "_cache_path", None)
+        if path:
+            out[stem] = Path(path)
+    for stem, d in (("step", step.replay), ("_gandalf_jit", GJ.select_dram), ("_reuse_jit", RJ.tick),
+                    ("state", state._leaf_events_kernel()), ("tree", MC.mc_walk)):
         cache = getattr(d, "_cache", None)
         path = getattr(cache, "_cache_path", None)
         if path:
@@ -444,6 +450,17 @@ def _warm_up(policy: str, params=None) -> None:
     idx = np.arange(3, dtype=np.int64)
     m, h = model, hw
     p = _params_of(policy, params)
+    import warnings
+
+    from numba.core.errors import NumbaIRAssumptionWarning
+    with warnings.catch_warnings():
+        # numba's own pedantic check on the IR of an inlined hook (a numba note, not a fault of the
+        # kernels: the digests are unchanged); a user would read it as an error
+        warnings.simplefilter("ignore", NumbaIRAssumptionWarning)
+        _warm_up_node(policy, params, p, parent, depth, anchor, flat, offsets, idx, m, h)
+
+
+def _warm_up_node(policy, params, p, parent, depth, anchor, flat, offsets, idx, m, h) -> None:
     if (policy == "gandalf" and p.placement != "strict") or policy == "marconi":
         m, h = _real_setting()          # its policy object prices with the cost model (marconi: FLOPs)
     node = CompiledNode(parent, depth, anchor, flat, 1, m, h, policy, cost=False, params=params)
@@ -594,7 +611,7 @@ class CompiledNode:
             M[J.M_OR_FARANK] = rank[fab]
             self._or_szr = np.array([rank.get(int(v), 0) for v in sb.tolist()], dtype=np.int64)
         if policy == "marconi":
-            M[J.M_KEYED] = 1          # its DRAM and SSD selections are its own (_marconi_eng): no walker there
+            M[J.M_KEYED] = 1          # its DRAM and SSD selections are its own (policies/marconi/tree.py): no walker there
         if policy == "workload_aware":
             M[J.M_KEYED] = 1          # its DRAM and SSD queues are per-category heaps (_jit._wa_*)
             M[J.M_WA_THETA] = int(params.admit_threshold is not None)
@@ -647,7 +664,7 @@ class CompiledNode:
             self.S = self.S._replace(**self._gandalf_arrays(sb))
             M[J.M_DR_CAP] = len(self.S.FX)
         if policy == "marconi":
-            # its arrays replace PX and FX too (engine._marconi_eng; no other segment)
+            # its arrays replace PX and FX too (policies/marconi/tree.py; no other segment)
             self.S = self.S._replace(**self._marconi_arrays())
             M[J.M_DR_CAP] = len(self.S.FX)
         self.stats = NodeStats()
@@ -831,7 +848,7 @@ class CompiledNode:
             # requests (GROW_POP); tests start them at one request's worth
             maxd = int(np.max(S.depth)) if U else 1
             rows = maxd + 2 if self._gd_rows < 16 else max(1024, 4 * maxd)
-            nb = J.GJ._BUCKETS + 1
+            nb = J.PQ_BUCKETS + 1
             ints.update(PQ=np.zeros(J.N_PQ), PRC=np.zeros(rows * nb), PUC=np.zeros(rows * nb))
             floats.update(PRT=np.zeros(rows), PUT=np.zeros(rows), PQF=np.full(1, -np.inf))
         PX, FX = self._gd_pack([ints.get(k, ()) for k in J.GI_SEGMENTS], [floats.get(k, ()) for k in J.GF_SEGMENTS])
@@ -873,16 +890,16 @@ class CompiledNode:
     _GD_EST_FLOATS = (("EST", "E"), ("RSTART", "start"), ("RT0", "gt0"), ("REVT", "evt"))
     _GD_EST_TABLES = (("RD", "D"), ("RCN", "C"), ("RQ", "Q"))
 
-    # ---- marconi (engine._marconi_eng)
+    # ---- marconi (policies/marconi/tree.py)
     _mc_seen = None          # marconi, alpha=auto: (offsets, request ids) replayed until it tunes
     _mc_inp = None           # the trace's input tokens per request (its tuning replays them)
 
     def _marconi_arrays(self) -> dict:
-        """marconi's PX (a header, then its segments: engine._marconi_eng) and FX (alpha, the bootstrap
+        """marconi's PX (a header, then its segments: policies/marconi/tree.py) and FX (alpha, the bootstrap
         multiplier, the FLOP parameters of policies._marconi_jit, the efficiency keys per tier)."""
         from ..policies import _marconi_jit as MJ
         from ..policies.marconi import SingleTierMarconi, _FlopModel
-        from . import _marconi_eng as MC
+        from ..policies.marconi import tree as MC
         p, m, U = self.params, self.model, self.n_chunks
         if not SingleTierMarconi.compiled_ok(SimpleNamespace(model=m)):
             raise ConfigError("cache.engine", "numba cannot run this setting: marconi's FLOP fields of this model "
@@ -936,7 +953,7 @@ class CompiledNode:
         """``MarconiPolicy._tune`` at the request where its ``tick`` tunes: the requests seen so far
         replayed by its single-tier model (compiled, policies._marconi_jit) for each alpha of the grid."""
         from ..policies.marconi import ALPHA_GRID, SingleTierMarconi
-        from . import _marconi_eng as MC
+        from ..policies.marconi import tree as MC
         S = self.S
         n = int(S.PX[MC.H_NSEEN])
         if self._mc_inp is None:
@@ -960,7 +977,7 @@ class CompiledNode:
         self._mc_seen = None
 
     def _mc_counters(self) -> dict:
-        from . import _marconi_eng as MC
+        from ..policies.marconi import tree as MC
         PX, p = self.S.PX, self.params
         d = dict(zip(MC.COUNTER_NAMES, PX[MC.H_C0:MC.H_C0 + len(MC.COUNTER_NAMES)].tolist()))
         d["alpha"] = self._mc_alpha
@@ -1149,7 +1166,7 @@ class CompiledNode:
         reuses per path chunk): the rows in the windows move to the front, into twice the room when
         they fill half of it."""
         J = self.J
-        nb = J.GJ._BUCKETS + 1
+        nb = J.PQ_BUCKETS + 1
         Q = self._gseg("PQ").copy()
         rh, rt, uh, ut = (int(x) for x in Q[:4])
         maxd = int(np.max(self.S.depth)) if self.n_chunks else 1
@@ -1176,7 +1193,8 @@ class CompiledNode:
         (key, item, version), and only a payload's live version is compared: the same pops, stale
         pops and rebuilds follow). (Its tentatives' uint16 stamps start over in the kernel:
         ``_gandalf_jit.t_next``.)"""
-        J, GJ = self.J, self.J.GJ
+        from ..policies import _gandalf_jit as GJ
+        J = self.J
         limit = J.GD_GEN_LIMIT if limit is None else limit
         for table, kv, meta in (("CST", "CKV", "CMETA"), ("SST", "SKV", "SMETA")):
             meta, kver = self._gseg(meta), self._gseg(kv)

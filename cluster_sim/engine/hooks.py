@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from numba import types
@@ -115,8 +116,9 @@ def _impl(S, name):
 
 
 # ---------------------------------------------------------------------------- the defaults
-# (name, arguments after S, default body as source, returning "" for no value). The defaults are
-# compiled in the engine's own terms: ``J`` is cluster_sim.engine._jit (imported at typing time).
+# (name, arguments after S, default body as source). The defaults are compiled in the engine's own
+# terms: the names :data:`C` holds, the kernels the engine core registered (:func:`provide`; the walker and LRU's
+# action), so this module imports no engine module and the core imports this one.
 HOOKS = {
     # the request step
     "tick": ("now", "pass"),                                  # a request starts (clock, sequence set)
@@ -137,13 +139,13 @@ HOOKS = {
     "remove_many_begin": ("t, ps", "return np.empty(0, dtype=np.int64)"),
     "remove_many_end": ("t, was_in", "pass"),
     # victim selection
-    "action": ("t", "return J.default_action(S, t)"),         # DRAM / SSD victims' admission rule
-    "select": ("t, need, act, vict, acts", "return J._walk(S, t, need, act, vict, acts)"),
+    "action": ("t", "return default_action(S, t)"),         # DRAM / SSD victims' admission rule
+    "select": ("t, need, act, vict, acts", "return walk(S, t, need, act, vict, acts)"),
     "select_begin": ("t", "pass"),
     "select_end": ("t, ok, vict, acts", "pass"),
     "dram_victims": ("vict, acts", "pass"),                   # a DRAM selection succeeded, not carried out yet
     "ssd_victims": ("vict", "pass"),                          # an SSD selection succeeded, not carried out yet
-    "decide": ("t, p", "return J.DEMOTE"),                    # a DECIDE walk's action for victim p
+    "decide": ("t, p", "return DEMOTE"),                    # a DECIDE walk's action for victim p
     "admit": ("t, p", "return False"),                        # a gated walk admits DRAM victim p
     "defer": ("t, p", "return False"),                        # a gated walk looks at p last
     "pop": ("t", "return np.int64(-1), np.int64(-1)"),        # a keyed queue's least valid entry
@@ -157,6 +159,16 @@ FLAGS = {
     "has_on_access": ("on_access",),
     "has_on_insert": ("on_insert",),
 }
+
+
+#: what the engine core provides the defaults (:func:`provide`)
+C = SimpleNamespace()
+_NEEDS = {"action": {"default_action"}, "select": {"walk"}, "decide": {"DEMOTE"}}
+
+
+def provide(**kernels) -> None:
+    """The engine core registers what the defaults call (``walk``, ``default_action``, ``DEMOTE``)."""
+    vars(C).update(kernels)
 
 
 def _make_hook(name: str, args: str, default: str):
@@ -173,8 +185,10 @@ def _make_hook(name: str, args: str, default: str):
             env = {"fn": fn}
             exec(f"def impl({full}):\n    return fn({full})\n", env)
             return env["impl"]
-        from . import _jit as J
-        env = {"J": J, "np": np, **{h: globals()[h] for h in HOOKS if h in globals()}}
+        missing = _NEEDS.get(name, set()) - set(vars(C))
+        if missing:
+            raise RuntimeError(f"hook {name}: the engine core has not provided {sorted(missing)} (import cluster_sim.engine._jit)")
+        env = {**vars(C), "np": np, **{h: globals()[h] for h in HOOKS if h in globals()}}
         exec(f"def impl({full}):\n    {default}\n", env)
         return env["impl"]
 

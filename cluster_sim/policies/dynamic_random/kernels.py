@@ -1,3 +1,6 @@
+"""dynamic_random's compiled hooks and kernels (CacheLib Navy's DynamicRandomAP): a gated walk whose
+admission draws against a probability that a control loop sets from the SSD's write budget each
+window."""
 import numpy as np
 from numba import njit
 

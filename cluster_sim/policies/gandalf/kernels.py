@@ -1,3 +1,6 @@
+"""Gandalf's compiled hooks and the kernels on its state (the capacity-aware cost model with lazy
+heaps; its DRAM and SSD selections and reuse estimators are in policies._gandalf_jit and
+policies._reuse_jit). Its state is PX / FX in segments (engine.layout: GI_* / GF_*)."""
 import math
 import numpy as np
 from numba import njit
@@ -75,7 +78,6 @@ from ...engine._jit import (
     GI_TS2,
     GI_TS3,
     GI_TS4,
-    GJ,
     GROW_GD,
     GROW_GDGEN,
     GROW_HINTS,
@@ -109,12 +111,12 @@ from ...engine._jit import (
     M_USED1,
     M_USED2,
     PQ_N,
+    PQ_BUCKETS,
     PQ_R,
     PQ_RH,
     PQ_RT,
     PQ_UH,
     PQ_UT,
-    RJ,
     RS_CRCN,
     RS_CRCSUM,
     RS_H,
@@ -132,6 +134,10 @@ from ...engine._jit import (
     inserted_payload,
     seg_view,
 )
+from .. import _gandalf_jit as GJ
+from .. import _reuse_jit as RJ
+
+assert GJ._BUCKETS == PQ_BUCKETS, "the engine's heap layout has room for Gandalf's buckets"
 
 
 @njit(cache=True, inline="always")

@@ -1,3 +1,6 @@
+"""Gandalf with placement=strict, compiled: the paper's attention-type-aware rule alone (FA copies
+go down to the SSD, STATE copies stay off it; an FA copy entering DRAM without an SSD copy asks for
+its write), LRU order."""
 from numba import njit
 
 from ...engine._jit import (

@@ -1,3 +1,9 @@
+"""lru_k's compiled hooks (cluster_sim.engine.hooks) and kernels: the last K references of each
+payload in PX (HIST(p, 1..K) and its record's fields, from M_O_LK), a ghost history of gone payloads,
+and keyed candidate heaps in the tier's heap arrays: an entry (key, payload) with the key
+(HIST(p, K) + 1) << 32 | (HIST(p, 1) + 1), so entries order as the reference's tuples. The DRAM victims
+go down a gated walk that admits payloads with K references and looks at those referenced by the
+current request (the correlated-reference period) last."""
 import numpy as np
 from numba import njit
 

@@ -1,16 +1,28 @@
+"""marconi's compiled hooks: its selection (engine._marconi_eng.mc_walk: FLOP-aware utility over the
+radix tree's nodes) and the residency events its state follows."""
 import numpy as np
 from numba import njit
 
 from ...engine._jit import (
     DECIDE,
     GROW_MC_TUNE,
-    MC,
+    F_ADM,
+    F_HIT,
+    K_ADM_HIT_FA,
+    K_ADM_HIT_STATE,
     M_CLOCK,
     M_FAB,
     M_GROW,
+    M_LEFT0,
+    M_LEFTN0,
     M_SEQ,
     M_SHORT,
+    M_USED0,
 )
+from . import tree as MC
+
+assert (MC.M_FAB, MC.M_USED0, MC.M_LEFT0, MC.M_LEFTN0, MC.K_ADM_HIT_FA, MC.K_ADM_HIT_STATE, MC.F_ADM, MC.F_HIT) == \
+    (M_FAB, M_USED0, M_LEFT0, M_LEFTN0, K_ADM_HIT_FA, K_ADM_HIT_STATE, F_ADM, F_HIT), "tree.py's slots are the engine's"
 
 
 @njit(cache=True)

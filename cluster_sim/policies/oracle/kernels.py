@@ -1,3 +1,7 @@
+"""oracle's compiled hooks and kernels (Belady by next use, hindsight): its DRAM and SSD queues are
+heaps keyed by next use (then size and payload), kept in the tier's heap arrays; its own walk
+chooses the victims and their actions; a Fenwick tree over next uses holds the SSD's bytes by
+next use (its admission test)."""
 import numpy as np
 from numba import njit
 
@@ -19,6 +23,7 @@ from ...engine._jit import (
     M_OR_SPATH,
     M_O_A,
     M_O_B,
+    M_O_FEN,
     M_O_FK,
     M_O_FNFA,
     M_O_FNST,
@@ -45,8 +50,6 @@ from ...engine._jit import (
     _bit,
     _chain_credit,
     _clear_credits,
-    _fen_add,
-    _fen_prefix,
     _heap_compact,
     _heap_pop,
     _heap_push,
@@ -54,6 +57,31 @@ from ...engine._jit import (
     _next_use,
     _psize,
 )
+
+
+@njit(cache=True)
+def _fen_add(S, i, v):
+    """The Fenwick tree of SSD bytes by next use: ``v`` more bytes at next use ``i`` (0..N)."""
+    M = S.M
+    M[M_OR_FTOT] += v
+    o = M[M_O_FEN]
+    n = M[M_NFUT] + 1
+    i += 1
+    while i <= n:
+        S.PX[o + i] += v
+        i += i & -i
+
+
+@njit(cache=True)
+def _fen_prefix(S, i):
+    """SSD bytes filed at next uses <= ``i``."""
+    o = S.M[M_O_FEN]
+    s = 0
+    i += 1
+    while i > 0:
+        s += S.PX[o + i]
+        i -= i & -i
+    return s
 
 
 @njit(cache=True, inline="always")

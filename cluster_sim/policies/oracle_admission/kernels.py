@@ -1,3 +1,6 @@
+"""oracle_admission's compiled hooks: LRU eviction, and a DRAM victim is written to the SSD unless
+the node's future says its copy would go unused (never used again, or labelled unused by the last
+pass); each SSD admission's outcome is logged for the next pass."""
 import numpy as np
 from numba import njit
 

@@ -1,3 +1,6 @@
+"""workload_aware's compiled hooks and kernels: one candidate heap per request category and tier
+(heap index WA_H0 + 2 w + (t - 1)), keyed by the category's fitted reuse score; its own walk takes
+the least-scored category heads first."""
 import math
 import numpy as np
 from numba import njit

@@ -1,7 +1,7 @@
 """``marconi`` on the compiled engine (docs/decisions.md 143): its residency events, candidate sets and
 selection (:class:`cluster_sim.policies.marconi.MarconiPolicy` and its ``_Selection``) on flat arrays.
 
-The engine (:mod:`._jit`) calls these kernels where the interpreted node calls the policy: ``mc_enter`` /
+The engine calls these kernels (through marconi's hooks, :mod:`.kernels`) where the interpreted node calls the policy: ``mc_enter`` /
 ``mc_leave`` / ``mc_leaf`` at the residency events, ``mc_tick`` and ``mc_access`` per request, ``mc_walk``
 at the DRAM and SSD selections. They take arrays, not the engine's state (decision 141), so this module
 does not import the engine.
@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._nrt import seg_view
-from ..policies import _marconi_jit as MJ
+from ..._nrt import seg_view
+from .. import _marconi_jit as MJ
 
 HBM, DRAM, SSD = 0, 1, 2
 DROP, DEMOTE = 0, 1
