@@ -30,10 +30,16 @@ def register_schemas() -> None:
 
     from .schema_store import nodes
 
+    from .policies.base import plugin_policies
+
     cs = ConfigStore.instance()
-    for path, node in nodes().items():
+    schema = nodes()
+    for path, node in schema.items():
         group, name = path.rsplit("/", 1)
         cs.store(group=group, name=name, node=node, provider="cluster_sim")
+    # a plugin's policy has no conf/policy/<name>.yaml: ``policy=<name>`` selects its defaults
+    for name, dist in plugin_policies().items():
+        cs.store(group="policy", name=name, node=schema[f"schema/policy/{name}"], provider=dist)
     _SCHEMAS_STORED = True
 
 

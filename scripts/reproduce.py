@@ -21,7 +21,7 @@ the best baseline at iso-miss). ``study.json`` names every setting; then
 
     cluster-sim-report --study study_runs/<mode> [--docs docs/results.md]
 
-draws every table and figure (cluster_sim/report.py; this script calls it at the end).
+draws every table and figure (cluster_sim/report/; this script calls it at the end).
 Traces: the shared folder (``CLUSTER_SIM_TRACES``, default ../shared/traces; never copied).
 """
 from __future__ import annotations

@@ -32,13 +32,14 @@ selection), in ``policies/<name>/kernels.py``; every hook it does not define is 
 which is LRU (the candidate queue is the touch log, the logical-clock stamp of the last touch,
 with a heap for copies that enter a tier after the walker passed their stamp). The hooks are chosen
 when a kernel is typed, from the type of the policy's kernel set in the state (decision 156): a run
-compiles the engine for its own policy only. The policies compiled (``SUPPORTED_POLICIES``) report
-their counters under the interpreted ``counters()`` names (docs/decisions.md 83-86). The others stay
-on the interpreted path (``supports``).
+compiles the engine for its own policy only. The built-in policies compiled (``SUPPORTED_POLICIES``)
+report their counters under the interpreted ``counters()`` names (docs/decisions.md 83-86). A policy
+of a plugin (an entry point in ``cluster_sim.policies``) with a ``kernels`` module beside it is
+compiled the same way, on the engine's own state (README "Your own policy").
 
 What the compiled engine does not model yet falls back to the interpreted node under
 ``cache.engine=auto`` and is an error under ``cache.engine=numba`` (:func:`resolve`): policies
-not in ``SUPPORTED_POLICIES``, the greedy flash translation layer (``hardware.ssd.ftl=greedy``, which
+without kernels (or settings of theirs the kernels do not cover), the greedy flash translation layer (``hardware.ssd.ftl=greedy``, which
 consumes each SSD write and trim in order) and ``fleet.sync=kv_events`` (stored / removed chunk
 events for the router) — docs/decisions.md 67-69.
 """
@@ -72,17 +73,6 @@ SUPPORTED_POLICIES = ("lru", "oracle_admission", "write_through", "write_through
 PARTLY_COMPILED = {"gandalf": ({"placement": "strict"}, {"reuse": "rate"}, {"reuse": "population"}, {})}
 
 
-def _gandalf_unsupported(p) -> str | None:
-    if p.engine == "python":
-        return "gandalf with policy.engine=python runs its interpreted reference"
-    if p.placement == "strict":
-        return None
-    if p.reuse not in ("rate", "hints", "population"):
-        return (f"gandalf with policy.reuse={p.reuse} is not compiled yet (only reuse=hints, rate or population, "
-                "or placement=strict)")
-    if p.wear_price != "static":
-        return f"gandalf with policy.wear_price={p.wear_price} is not compiled yet (only static)"
-    return None
 _MODES = {"last": 0, "last_and_branch": 1, "every_chunk": 2}
 _TIER_KEYS = ("hbm", "dram", "ssd")
 #: a fresh compile of one policy's kernel set (_warm_up) on the 2-core machines here: lru 61-67 s
@@ -109,23 +99,11 @@ def _params_of(policy: str, params):
 
 def policy_unsupported(policy: str, params=None) -> str | None:
     """None when ``policy`` with these parameters (its ``Params`` instance, a mapping, or None for
-    the defaults) is compiled exactly, else why not (one phrase): a setting the compiled port
-    cannot make bit-identical stays interpreted (docs/decisions.md 101-104)."""
-    if policy == "gandalf":
-        return _gandalf_unsupported(_params_of(policy, params))
-    if policy not in SUPPORTED_POLICIES:
-        return f"policy {policy!r} is not compiled yet (compiled: {', '.join(SUPPORTED_POLICIES)})"
-    if policy == "lru_k":
-        p = _params_of(policy, params)
-        if p.crp != "request":
-            return "policy.crp in seconds is not compiled (only crp=request)"
-    elif policy == "hot_prefix":
-        p = _params_of(policy, params)
-        if p.half_life_s is not None:
-            return "hot_prefix with a decaying heat (policy.half_life_s) is not compiled (float exp2 / log2 keys)"
-        if p.eviction != "lru":
-            return "hot_prefix with policy.eviction=heat is not compiled"
-    return None
+    the defaults) is compiled exactly, else why not (one phrase). The policy says so itself
+    (:meth:`Policy.compiled_unsupported`: a kernels module beside it, and the settings its kernels
+    cannot make bit-identical, docs/decisions.md 101-104); the engine keeps no list of them."""
+    from ..policies.base import policy_class
+    return policy_class(policy).compiled_unsupported(_params_of(policy, params))
 
 
 def supports(policy: str, hardware_list, kv_events: bool, params=None) -> str | None:
@@ -536,8 +514,7 @@ class CompiledNode:
         from . import _jit as J
 
         from ..policies.base import parse_params, policy_class
-        if (policy in SUPPORTED_POLICIES or policy in PARTLY_COMPILED) and (params is None
-                                                                         or isinstance(params, Mapping)):
+        if params is None or isinstance(params, Mapping):
             params = parse_params(policy, dict(params or {}))
         why = policy_unsupported(policy, params)
         if why is not None:
@@ -592,7 +569,7 @@ class CompiledNode:
                          "write_through_selective": J.POLICY_WRITE_THROUGH, "lru_k": J.POLICY_LRU_K,
                          "hot_prefix": J.POLICY_HOT_PREFIX, "dynamic_random": J.POLICY_DYNAMIC_RANDOM,
                          "oracle": J.POLICY_ORACLE, "workload_aware": J.POLICY_WORKLOAD_AWARE,
-                         "gandalf": J.POLICY_GANDALF_STRICT, "marconi": J.POLICY_MARCONI}[policy]
+                         "gandalf": J.POLICY_GANDALF_STRICT, "marconi": J.POLICY_MARCONI}.get(policy, J.POLICY_LRU)
         self.gd_kernels = None       # gandalf (capacity-aware): policies._gandalf_jit
         if policy == "gandalf" and params.placement != "strict":
             M[J.M_POLICY] = J.POLICY_GANDALF

@@ -50,7 +50,7 @@ from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, CacheState, TierLRU
 from ..errors import ConfigError
 from ..units import parse_number
 
-__all__ = ["Policy", "NoParams", "RequestMeta", "NodeContext", "Victims", "no_victims", "lru_select", "register",
+__all__ = ["Policy", "NoParams", "RequestMeta", "NodeContext", "Victims", "no_victims", "lru_select", "register", "plugin_policies",
            "make_policy", "known_policies", "policy_class", "policy_params", "policy_keys", "parse_params",
            "RegistryError", "DROP", "DEMOTE", "HBM", "DRAM", "SSD"]
 
@@ -145,6 +145,17 @@ class Policy:
             return name if importlib.util.find_spec(name) is not None else None
         except ImportError:
             return None
+
+    @classmethod
+    def compiled_unsupported(cls, params) -> str | None:
+        """None when the compiled engine runs this policy with ``params`` (its ``Params``) exactly,
+        else why not (one phrase; ``cache.engine=auto`` then runs the interpreted policy). By
+        default: compiled when it has a :meth:`kernels_module`. A policy whose kernels cover only
+        some of its settings says which here."""
+        if cls.kernels_module(params) is None:
+            return (f"policy {cls.name!r} has no compiled kernels (a kernels module beside its class, "
+                    "README \"Your own policy\")")
+        return None
 
     def __init__(self, params=None, /, **kw):
         """``params``: an instance of :attr:`Params` (validated already, as :func:`make_policy`
@@ -396,15 +407,50 @@ for _name, _target in (
     register(_name, _target)
 
 
+#: the entry-point group through which an installed package adds policies: ``name = "module:Class"``
+#: (README "Your own policy")
+ENTRY_POINTS = "cluster_sim.policies"
+_PLUGINS: dict[str, str] = {}        # policy name -> the distribution whose entry point registered it
+_plugins_read = False
+
+
+def _read_plugins() -> None:
+    """Register every policy of the installed packages' ``cluster_sim.policies`` entry points, once
+    per process. A plugin's name clashing with another policy is a RegistryError naming both."""
+    global _plugins_read
+    if _plugins_read:
+        return
+    _plugins_read = True
+    from importlib.metadata import entry_points
+    for ep in entry_points(group=ENTRY_POINTS):
+        dist = getattr(ep.dist, "name", None) or "?"
+        if _REGISTRY.get(ep.name) == ep.value:
+            continue                     # the same entry seen twice (a package on two paths)
+        if ep.name in _REGISTRY:
+            raise RegistryError(f"policy {ep.name!r} of package {dist!r} (entry point {ep.value!r} in "
+                                f"{ENTRY_POINTS!r}) clashes with the policy registered as {_REGISTRY[ep.name]!r}; "
+                                "rename one of them")
+        register(ep.name, ep.value)
+        _PLUGINS[ep.name] = dist
+
+
+def plugin_policies() -> dict[str, str]:
+    """The policies installed packages added: ``{name: distribution}``."""
+    _read_plugins()
+    return dict(_PLUGINS)
+
+
 def known_policies() -> list[str]:
-    """Every registered policy (none is dropped: an entry that cannot be loaded fails in
-    :func:`policy_class`)."""
+    """Every registered policy, plugins' included (none is dropped: an entry that cannot be loaded
+    fails in :func:`policy_class`)."""
+    _read_plugins()
     return sorted(_REGISTRY)
 
 
 def policy_class(name: str) -> type:
     """The class registered as ``name``; ConfigError for an unknown name (a user's typo),
     RegistryError if the entry cannot be loaded."""
+    _read_plugins()
     if name not in _REGISTRY:
         raise ConfigError("policy", f"unknown policy {name!r}; known: {', '.join(known_policies())}")
     target = _REGISTRY[name]

@@ -121,6 +121,22 @@ class GandalfPolicy(Policy):
     def kernels_module(cls, params) -> str:
         """placement=strict (the paper's rule alone) has kernels of its own: no cost model."""
         return f"{__name__}.strict" if params.placement == "strict" else f"{__name__}.kernels"
+
+    @classmethod
+    def compiled_unsupported(cls, params) -> str | None:
+        """Compiled: placement=strict, and the cost model with reuse=hints, rate or population and
+        the static wear price (decisions 134-136); the rest runs the interpreted reference."""
+        p = params
+        if p.engine == "python":
+            return "gandalf with policy.engine=python runs its interpreted reference"
+        if p.placement == "strict":
+            return None
+        if p.reuse not in ("rate", "hints", "population"):
+            return (f"gandalf with policy.reuse={p.reuse} is not compiled yet (only reuse=hints, rate or population, "
+                    "or placement=strict)")
+        if p.wear_price != "static":
+            return f"gandalf with policy.wear_price={p.wear_price} is not compiled yet (only static)"
+        return None
     wants_residency_events = True
     leaf_event_tiers = (DRAM,)          # SSD victims come back through on_global_leaf
     #: print the notice of its kernels' compilation (the compiled engine, which builds them as part

@@ -1,0 +1,101 @@
+"""A policy of one's own, outside the package (#47; README "Your own policy"): the example in
+docs/examples/type_aware_lru is found through its ``cluster_sim.policies`` entry point, runs from
+the command line like a built-in, and its compiled hooks give the interpreted run exactly."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simhelpers import assert_runs_identical
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "docs" / "examples" / "type_aware_lru"
+
+
+def _installed(site: Path, name: str = "type_aware_lru", target: str = "type_aware_lru:TypeAwareLRU") -> Path:
+    """The example as an installed distribution under ``site`` (what ``pip install`` leaves: the
+    package and a ``.dist-info`` with its entry point), without pip or a network."""
+    shutil.copytree(EXAMPLE / "type_aware_lru", site / "type_aware_lru")
+    info = site / "type_aware_lru-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: type-aware-lru\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(f"[cluster_sim.policies]\n{name} = {target}\n")
+    return site
+
+
+def _cli(site: Path, *args, cwd: Path):
+    import os
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "cluster_sim.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_an_installed_policy_runs_from_the_command_line_like_a_builtin(tmp_path):
+    site = _installed(tmp_path / "site")
+    out = tmp_path / "summary.json"
+    p = _cli(site, "policy=type_aware_lru", "cache.engine=python", "tracking.enabled=false",
+             f"output.summary_path={out}", f"output.dir={tmp_path}/o", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["config"]["policy"]["name"] == "type_aware_lru"
+    node = data["nodes"][0]
+    # its rule: STATE victims of DRAM are dropped, never written; FA victims go down to the SSD
+    assert node["policy.type_aware_lru.dram_victims_dropped"] > 0
+    assert node["policy.type_aware_lru.dram_victims_demoted"] > 0
+    assert data["fleet"]["ssd_write_hit_fraction_state"] == 0.0
+    # a typo in its name is one line and exit 2, like any other
+    p = _cli(site, "policy=type_aware_lr", "tracking.enabled=false", f"output.dir={tmp_path}/o2", cwd=tmp_path)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "type_aware_lr" in lines[0] and "Traceback" not in p.stderr
+
+
+def test_a_plugin_named_like_a_builtin_is_refused_naming_both(tmp_path, monkeypatch):
+    from cluster_sim.policies import base
+    site = _installed(tmp_path / "site", name="lru")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(base, "_plugins_read", False)
+    with pytest.raises(base.RegistryError, match=r"'lru' of package 'type-aware-lru'.*clashes.*cluster_sim.policies.lru"):
+        base.known_policies()
+
+
+@pytest.fixture
+def registered(tmp_path, monkeypatch):
+    """The example registered in this process, as its entry point would (then unregistered)."""
+    from cluster_sim.policies import base
+    site = _installed(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(base, "_plugins_read", False)
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    monkeypatch.setattr(base, "_PLUGINS", {})
+    assert base.plugin_policies() == {"type_aware_lru": "type-aware-lru"}
+    return base
+
+
+def test_the_plugins_compiled_hooks_give_its_interpreted_run(registered):
+    import cluster_sim
+    from cluster_sim.engine import policy_unsupported
+    assert policy_unsupported("type_aware_lru") is None            # kernels beside it: compiled
+    base = ["tracking.enabled=false", "output.requests=true", "policy=lru", "policy.name=type_aware_lru"]
+    ref = cluster_sim.run(cluster_sim.compose(base + ["cache.engine=python"]), write=False)
+    got = cluster_sim.run(cluster_sim.compose(base + ["cache.engine=numba"]), write=False)
+    assert ref.run["engine"] == "python" and got.run["engine"] == "numba"
+    assert ref.nodes[0]["policy.type_aware_lru.dram_victims_dropped"] > 0
+    assert_runs_identical(ref, got)
+
+
+def test_a_plugin_without_kernels_runs_interpreted_and_says_why_under_numba(registered, tmp_path):
+    import cluster_sim
+    from cluster_sim.errors import ConfigError
+    (tmp_path / "site" / "plain_policy.py").write_text(
+        "from type_aware_lru import TypeAwareLRU\n\nclass Plain(TypeAwareLRU):\n    name = 'plain'\n")
+    registered.register("plain", "plain_policy:Plain")
+    base = ["tracking.enabled=false", "policy=lru", "policy.name=plain", "workload.limit_requests=200"]
+    s = cluster_sim.run(cluster_sim.compose(base + ["cache.engine=auto"]), write=False)
+    assert s.run["engine"] == "python"
+    with pytest.raises(ConfigError, match="policy 'plain' has no compiled kernels"):
+        cluster_sim.run(cluster_sim.compose(base + ["cache.engine=numba"]), write=False)
