@@ -1,6 +1,6 @@
 """Cold and warm build time of the compiled engine, per policy (#47 item 4).
 
-    python scripts/bench_compile.py                      # every compiled setting, one at a time
+    python scripts/bench_compile.py                      # every kernel set, one at a time
     python scripts/bench_compile.py lru gandalf --top 15 # these, with the 15 slowest functions
 
 Each setting is built in a fresh process against an empty numba cache (``$NUMBA_CACHE_DIR`` in a new
@@ -48,12 +48,16 @@ def build(policy: str, params: dict | None, cache: str) -> dict:
 
 
 def main() -> int:
-    from cluster_sim.engine import compiled_settings
+    from cluster_sim.engine import compiled_settings, kernels_of
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("policies", nargs="*", help="policy names (default: every compiled setting)")
     ap.add_argument("--top", type=int, default=0, help="print the N slowest functions of each cold build")
     a = ap.parse_args()
-    todo = [(p, s) for p, s in compiled_settings() if not a.policies or p in a.policies]
+    todo, seen = [], set()
+    for p, s in compiled_settings():          # one setting per kernel set: the others share its build
+        if (not a.policies or p in a.policies) and kernels_of(p, s).name not in seen:
+            seen.add(kernels_of(p, s).name)
+            todo.append((p, s))
     print(f"{'setting':44s} {'cold s':>8s} {'warm s':>8s}")
     total = 0.0
     for policy, params in todo:

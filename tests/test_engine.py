@@ -302,3 +302,19 @@ def test_a_process_waits_for_another_processs_build_then_loads_it():
         assert p.poll() is None, p.communicate()
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0 and out.strip() == "ready", err
+
+
+def test_a_runs_jit_compile_s_counts_the_build_it_waited_for(monkeypatch, tmp_path):
+    # a set that is not built yet: the run builds it (here a stand-in build of 0.3 s) before its
+    # clock starts, and says so in run.jit_compile_s; a second run, the set built, counts nothing
+    import time as _t
+    engines.ensure_compiled(settings=[("lru", None)])          # the real kernels, loaded
+    monkeypatch.setattr(engines, "_READY", set())
+    monkeypatch.setattr(engines, "_built_path", lambda k: tmp_path / f"{k.name}.ok")
+    real = engines._warm_up
+    monkeypatch.setattr(engines, "_warm_up", lambda *a: (_t.sleep(0.3), real(*a)))
+    cfg = cluster_sim.compose(["debug=default", "cache.engine=numba", "tracking.enabled=false"])
+    first = cluster_sim.run(cfg, write=False)
+    assert first.run["engine"] == "numba" and first.run["jit_compile_s"] >= 0.3
+    second = cluster_sim.run(cfg, write=False)
+    assert second.run["jit_compile_s"] < 0.3

@@ -336,18 +336,20 @@ def interpreted_first_run(chunk_refs: int, settings=None) -> str | None:
 def ensure_compiled(stream=None, settings=None) -> float:
     """Compile (or load from numba's cache) the kernels of ``settings`` ((policy, params) pairs; None:
     every compiled setting) with the types a run uses, printing :func:`compile_notice` first when
-    compiling. Returns the seconds it took. A run calls this before its clock starts, so
-    compilation never counts in ``sim_wall_s``.
+    compiling. Returns the seconds spent building a set, or waiting for another process's build of
+    it (0.0 when every set was built already: loading from the cache is not counted). A run calls
+    this before its clock starts, so compilation never counts in ``sim_wall_s``; it reports these
+    seconds as ``run.jit_compile_s``.
 
     One build of a kernel set at a time per cache (decision 137): a process that finds a set unbuilt
     builds it under that set's exclusive lock; any other process needing it (a sweep's next point, a
     fleet's worker, a test worker) waits for that build and then loads it. Different sets build in
     parallel. Every build holds the cache's lock shared; the shared helpers' sources changing (an
     update, an edit) is handled under it exclusively: their caches, and every record, are removed."""
-    t0 = time.perf_counter()
     todo = [x for x in _kernel_sets(settings) if (x[0].name, x[0].digest) not in _READY]
     if not todo:
         return 0.0
+    spent = 0.0
     digest = kernel_digest()
     if _recorded_digest(digest_path()) != digest:
         with _build_lock(exclusive=True):
@@ -361,6 +363,7 @@ def ensure_compiled(stream=None, settings=None) -> float:
     with _build_lock(exclusive=False):
         for k, policy, params in todo:
             built = _built_path(k).exists()
+            t0 = time.perf_counter()
             with _build_lock(exclusive=not built, name=k.name):
                 if not _built_path(k).exists():
                     note = compile_notice([(policy, params)])
@@ -369,8 +372,10 @@ def ensure_compiled(stream=None, settings=None) -> float:
                 _warm_up(policy, params)
                 with contextlib.suppress(OSError):
                     _built_path(k).write_text(k.module + "\n")
+            if not built:
+                spent += time.perf_counter() - t0
             _READY.add((k.name, k.digest))
-    return time.perf_counter() - t0
+    return spent
 
 
 def build_lock_path():
