@@ -146,7 +146,10 @@ class PolicyConfig:
         name = m.get("name")
         if not name:
             raise ConfigError(f"{prefix}.name", "is required")
-        params = {k: v for k, v in m.items() if k != "name"}
+        if m.get("_target_") is not None:           # a class of the user's own, by its import path
+            from .policies.base import register_target
+            register_target(str(name), m["_target_"])
+        params = {k: v for k, v in m.items() if k not in ("name", "_target_")}
         return cls(name=str(name), params=params, settings=parse_params(str(name), params))
 
     def label(self) -> str:

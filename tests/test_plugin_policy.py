@@ -71,6 +71,25 @@ def test_an_installed_policy_runs_from_the_command_line_like_a_builtin(tmp_path,
     assert p.returncode == 2 and len(lines) == 1 and "type_aware_lr" in lines[0] and "Traceback" not in p.stderr
 
 
+def test_a_policy_class_by_its_import_path_runs_without_an_entry_point(tmp_path):
+    # policy._target_: the class of a package on the path, no installation (its .dist-info removed)
+    plain = tmp_path / "plain"
+    shutil.copytree(EXAMPLE / "type_aware_lru", plain / "type_aware_lru")
+    out = tmp_path / "summary.json"
+    target = ["policy=lru", "policy.name=mine", "+policy._target_=type_aware_lru.TypeAwareLRU"]
+    p = _cli(plain, *target, "cache.engine=python", "tracking.enabled=false", f"output.summary_path={out}",
+             f"output.dir={tmp_path}/o", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["config"]["policy"]["name"] == "mine" and data["nodes"][0]["policy.mine.dram_victims_dropped"] > 0
+    for bad, where in ((["policy=lru", "policy.name=mine", "+policy._target_=type_aware_lru.Nope"], "policy._target_"),
+                       (["policy=lru", "policy.name=mine", "+policy._target_=no_such_pkg.Policy"], "policy._target_"),
+                       (["policy=lru", "+policy._target_=type_aware_lru.TypeAwareLRU"], "policy.name")):
+        p = _cli(plain, *bad, "tracking.enabled=false", f"output.dir={tmp_path}/o2", cwd=tmp_path)
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert p.returncode == 2 and len(lines) == 1 and where in lines[0] and "Traceback" not in p.stderr, p.stderr
+
+
 def test_a_plugin_named_like_a_builtin_is_refused_naming_both(tmp_path, monkeypatch):
     from cluster_sim.policies import base
     site = _installed(tmp_path / "site", name="lru")

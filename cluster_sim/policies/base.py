@@ -50,7 +50,7 @@ from ..cache.state import BIT, DEMOTE, DRAM, DROP, HBM, SSD, CacheState, TierLRU
 from ..errors import ConfigError
 from ..units import parse_number
 
-__all__ = ["Policy", "NoParams", "RequestMeta", "NodeContext", "Victims", "no_victims", "lru_select", "register", "plugin_policies",
+__all__ = ["Policy", "NoParams", "RequestMeta", "NodeContext", "Victims", "no_victims", "lru_select", "register", "register_target", "plugin_policies",
            "make_policy", "known_policies", "policy_class", "policy_params", "policy_keys", "parse_params",
            "RegistryError", "DROP", "DEMOTE", "HBM", "DRAM", "SSD"]
 
@@ -434,6 +434,34 @@ def _read_plugins() -> None:
         _PLUGINS[ep.name] = dist
 
 
+def register_target(name: str, target: str) -> None:
+    """``policy._target_``: register the class at ``target`` (``pkg.module.Class`` or
+    ``pkg.module:Class``) as policy ``name`` for this process, from a run's own config (a sweep's
+    Ray workers read the same config, so they register it too). A user's setting, so every fault is
+    a one-line ConfigError: a target that cannot be imported or is no Policy, or a name another
+    policy has."""
+    t = target.strip() if isinstance(target, str) else ""
+    if ":" not in t and "." in t:
+        mod, _, cls = t.rpartition(".")
+        t = f"{mod}:{cls}"
+    if t.count(":") != 1 or not all(t.split(":")):
+        raise ConfigError("policy._target_", f"must be 'package.module.Class', got {target!r}")
+    _read_plugins()
+    if name in _REGISTRY:
+        if _REGISTRY[name] == t:
+            return
+        raise ConfigError("policy.name", f"{name!r} is the policy registered as {_REGISTRY[name]!r}; "
+                          f"give the policy of {target!r} a name of its own (policy.name=...)")
+    mod, cls = t.split(":")
+    try:
+        klass = getattr(importlib.import_module(mod), cls, None)
+    except ImportError as e:
+        raise ConfigError("policy._target_", f"cannot import {mod!r} ({e})") from e
+    if not (isinstance(klass, type) and issubclass(klass, Policy)):
+        raise ConfigError("policy._target_", f"{mod} has no Policy class {cls!r}")
+    _REGISTRY[name] = t
+
+
 def plugin_policies() -> dict[str, str]:
     """The policies installed packages added: ``{name: distribution}``."""
     _read_plugins()
@@ -494,4 +522,6 @@ def make_policy(name: str, params=None) -> Policy:
     klass = policy_class(name)
     if params is None or isinstance(params, Mapping):
         params = _parse(klass, params or {})
-    return klass(params)
+    policy = klass(params)
+    policy.name = name          # the name it runs under (a plugin's class may be registered as another)
+    return policy
