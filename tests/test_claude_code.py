@@ -407,6 +407,7 @@ def test_config_composes():
 # the real WEKA v8 trace (../shared/traces/README.md §2)
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.skipif(not WEKA.exists(), reason=f"real traces are not present at {SHARED_TRACES} "
                                               "(a fresh clone has none; set CLUSTER_SIM_TRACES)")

@@ -93,6 +93,7 @@ def sim_ratio(n_chunks: int, extra=()) -> dict:
 
 
 @needs_mooncake
+@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.parametrize("n_chunks", [40, 400, 4000])
 def test_lru_equals_reference(mooncake_table, n_chunks):
@@ -105,6 +106,7 @@ def test_lru_equals_reference(mooncake_table, n_chunks):
 
 
 @needs_mooncake
+@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.parametrize("n_chunks", [400, 4000])
 def test_lru_close_to_libcachesim(mooncake_table, n_chunks, tmp_path):

@@ -203,6 +203,7 @@ def test_state_is_within_200_bytes_per_tracked_chunk():
 
 
 @needs_mooncake
+@pytest.mark.extended
 def test_whole_mooncake_run_is_identical_on_both_engines():
     over = ["workload=mooncake", f"workload.path={MOONCAKE}", "cache.chunk_tokens=512",
             "hardware.dram_bytes=26GB", "hardware.ssd_bytes=263GB"]
@@ -277,14 +278,15 @@ def test_a_build_of_other_sources_is_removed_and_only_the_kernel_modules_files(t
 
 
 def test_a_build_recorded_against_other_sources_counts_as_not_built(tmp_path, monkeypatch):
-    engines.ensure_compiled()
-    assert engines.compile_notice() is None            # built, from these sources
+    lru = [("lru", None)]                                # one set is enough (every set shares the record)
+    engines.ensure_compiled(settings=lru)
+    assert engines.compile_notice(lru) is None           # built, from these sources
     fake = tmp_path / "digest.sha1"
     fake.write_text("0" * 40 + "\n")
     monkeypatch.setattr(engines, "digest_path", lambda: fake)
-    assert engines.compile_notice() is not None        # a run would rebuild (with the notice)
+    assert engines.compile_notice(lru) is not None       # a run would rebuild (with the notice)
     fake.write_text(engines.kernel_digest() + "\n")
-    assert engines.compile_notice() is None
+    assert engines.compile_notice(lru) is None
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the build lock is flock (POSIX); Windows builds per process")
@@ -293,10 +295,11 @@ def test_a_process_waits_for_another_processs_build_then_loads_it():
     # process waits; once the lock is released it loads the kernels and ends
     import fcntl
     import time
-    engines.ensure_compiled()
+    engines.ensure_compiled(settings=[("lru", None)])
     with open(engines.build_lock_path(), "a+b") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        p = subprocess.Popen([sys.executable, "-c", "from cluster_sim.engine import ensure_compiled as e; e(); print('ready')"],
+        p = subprocess.Popen([sys.executable, "-c", "from cluster_sim.engine import ensure_compiled as e; "
+                              "e(settings=[('lru', None)]); print('ready')"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(8)
         assert p.poll() is None, p.communicate()

@@ -42,6 +42,7 @@ def _try_runs(tmp_path: Path):
         return []
 
 
+@pytest.mark.extended
 def test_sigterm_kills_the_parent_run_and_the_sweep_resumes(tmp_path):
     # four points one at a time; SIGTERM once the first point's run is FINISHED. Each point is an
     # interpreted run of ~11 k synthetic requests (several seconds): with the bundled 2.4 k-request

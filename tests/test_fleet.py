@@ -123,6 +123,7 @@ def test_least_loaded_beats_round_robin_p99_ttft_when_queues_build():
 
 
 @needs_mooncake
+@pytest.mark.extended
 @pytest.mark.slow
 def test_kv_aware_beats_round_robin_on_mooncake():
     ov = ["workload=mooncake", f"workload.path={MOONCAKE}", "cache.chunk_tokens=512", "fleet.nodes=4",

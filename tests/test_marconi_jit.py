@@ -143,6 +143,7 @@ def test_int_flop_fields_fall_back_to_the_reference():
 
 
 @needs_mooncake
+@pytest.mark.extended
 @pytest.mark.parametrize("bug", [False, True])
 def test_compiled_replay_is_the_reference_on_mooncake(monkeypatch, bug):
     """Issue #14's run (Mooncake, 512-token chunks, DRAM 26 GB, SSD 263 GB): the tuning the policy

@@ -162,6 +162,7 @@ def test_mooncake_style_traces_have_unknown_signals():
 WEKA = shared_trace("claude_code")
 
 
+@pytest.mark.extended
 @pytest.mark.skipif(not WEKA.exists(), reason=f"real traces are not present at {WEKA.parent.parent}")
 def test_the_weka_trace_carries_stop_reasons():
     path = WEKA
