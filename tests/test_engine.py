@@ -291,12 +291,13 @@ def test_a_build_recorded_against_other_sources_counts_as_not_built(tmp_path, mo
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the build lock is flock (POSIX); Windows builds per process")
 def test_a_process_waits_for_another_processs_build_then_loads_it():
-    # while one process holds the build lock exclusively (building), ensure_compiled in another
-    # process waits; once the lock is released it loads the kernels and ends
+    # while one process holds a kernel set's lock exclusively (building it), ensure_compiled of that
+    # set in another process waits; once the lock is released it loads the kernels and ends. (The
+    # set's lock, not the cache's: that one other builds hold shared, so taking it would wait for them.)
     import fcntl
     import time
     engines.ensure_compiled(settings=[("lru", None)])
-    with open(engines.build_lock_path(), "a+b") as fh:
+    with open(engines.set_lock_path(engines.kernels_of("lru").name), "a+b") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         p = subprocess.Popen([sys.executable, "-c", "from cluster_sim.engine import ensure_compiled as e; "
                               "e(settings=[('lru', None)]); print('ready')"],

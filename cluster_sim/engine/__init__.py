@@ -396,6 +396,13 @@ def build_lock_path():
     return Path(tempfile.gettempdir()) / f"cluster_sim-build-{_location_tag()}.lock"
 
 
+def set_lock_path(name: str) -> Path:
+    """The lock a process holds exclusively while it builds kernel set ``name`` (beside
+    :func:`build_lock_path`)."""
+    path = build_lock_path()
+    return path.with_name(f"{path.stem}-{name}.lock")
+
+
 @contextlib.contextmanager
 def _build_lock(exclusive: bool, name: str | None = None):
     """Hold :func:`build_lock_path`'s lock (``name``: kernel set ``name``'s, beside it), exclusive (a
@@ -404,8 +411,7 @@ def _build_lock(exclusive: bool, name: str | None = None):
     as numba alone would."""
     try:
         import fcntl
-        path = build_lock_path()
-        fh = open(path if name is None else path.with_name(f"{path.stem}-{name}.lock"), "a+b")
+        fh = open(build_lock_path() if name is None else set_lock_path(name), "a+b")
     except (ImportError, OSError):
         yield
         return
