@@ -439,6 +439,8 @@ def _warm_up(policy: str, params=None) -> None:
     idx = np.arange(3, dtype=np.int64)
     m, h = model, hw
     p = _params_of(policy, params)
+    if (policy == "gandalf" and p.placement != "strict") or policy == "marconi":
+        m, h = _real_setting()          # its policy object prices with the cost model (marconi: FLOPs)
     import warnings
 
     from numba.core.errors import NumbaIRAssumptionWarning
@@ -446,19 +448,13 @@ def _warm_up(policy: str, params=None) -> None:
         # numba's own pedantic check on the IR of an inlined hook (a numba note, not a fault of the
         # kernels: the digests are unchanged); a user would read it as an error
         warnings.simplefilter("ignore", NumbaIRAssumptionWarning)
-        _warm_up_node(policy, params, p, parent, depth, anchor, flat, offsets, idx, m, h)
-
-
-def _warm_up_node(policy, params, p, parent, depth, anchor, flat, offsets, idx, m, h) -> None:
-    if (policy == "gandalf" and p.placement != "strict") or policy == "marconi":
-        m, h = _real_setting()          # its policy object prices with the cost model (marconi: FLOPs)
-    node = CompiledNode(parent, depth, anchor, flat, 1, m, h, policy, cost=False, params=params)
-    if node.needs_future:
-        node.set_future(offsets, flat)
-        node.set_labels(np.array([7], dtype=np.int64), np.zeros(1, dtype=np.uint8))
-        node.S.M[node.J.M_LOG_OUT] = 1
-    node.replay_raw(offsets, idx, np.ones(3, dtype=bool), np.array([0.0, 1.0, 100.0]))
-    node.finish()          # its kernels too: loading them from the cache took 60 ms in a fresh worker
+        node = CompiledNode(parent, depth, anchor, flat, 1, m, h, policy, cost=False, params=params)
+        if node.needs_future:
+            node.set_future(offsets, flat)
+            node.set_labels(np.array([7], dtype=np.int64), np.zeros(1, dtype=np.uint8))
+            node.S.M[node.J.M_LOG_OUT] = 1
+        node.replay_raw(offsets, idx, np.ones(3, dtype=bool), np.array([0.0, 1.0, 100.0]))
+        node.finish()          # its kernels too: loading them from the cache took 60 ms in a fresh worker
 
 
 def _real_setting():
