@@ -92,7 +92,8 @@ class NodeRunner:
                                              params=_policy_params(cfg), future_idx=future_idx,
                                              rng=node_rng(cfg.seed, node_index),
                                              replays_per_day_scale=cfg.workload.replays_per_day_scale,
-                                             policy_obj=policy)
+                                             policy_obj=policy, record_events=record_events)
+            self._record_events = record_events
             self._passes_pending = False
             return
         future = None
@@ -157,7 +158,7 @@ class NodeRunner:
             idx = np.asarray(idx, dtype=np.int64)
             mine = idx if self._share is None else self._local(idx)
             self.series.append((idx, *self.node.replay(self.local_trace, mine)))
-            return None
+            return self.node.take_events() if self._record_events else None
         self.series.append(self._replay(self.node, idx))
         if self.node.st.record_events:
             return self.node.st.take_events()

@@ -176,9 +176,16 @@ class GreedyFTL:
             self.flush()
 
     def flush(self) -> None:
-        J = self.J
         ev = np.asarray(self._buf, dtype=np.int64).reshape(-1, 4)
         self._buf = []
+        self.apply(ev)
+
+    def apply(self, ev: np.ndarray) -> None:
+        """Apply event rows ``ev`` (``(op, owner, bytes, kind)``, int64, C order), after the queued
+        ones: what the compiled engine logs (its ``elog`` rows) in the order of :meth:`write` / :meth:`trim`."""
+        if self._buf:
+            self.flush()
+        J = self.J
         i = 0
         while True:
             i = J.apply_events(ev, i, self.CFG, self.BL, self.PC, self.free, self.pfree, self.openb, self.Q,

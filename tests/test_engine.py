@@ -133,7 +133,7 @@ def test_whole_runs_are_identical_on_both_engines(over):
     assert_runs_identical(a, b)
 
 
-def test_auto_picks_numba_for_lru_and_falls_back_where_the_engine_is_not_compiled():
+def test_auto_picks_numba_where_the_engine_is_compiled_and_falls_back_where_it_is_not():
     hw = [HardwareConfig.from_mapping({})]
     assert engines.resolve("auto", "lru", hw, False) == "numba"
     assert engines.resolve("python", "lru", hw, False) == "python"
@@ -141,13 +141,12 @@ def test_auto_picks_numba_for_lru_and_falls_back_where_the_engine_is_not_compile
     assert engines.resolve("auto", "marconi", hw, False) == "numba"                # decision 143
     learned = {"reuse": "learned"}                     # (every policy is compiled in some setting now)
     assert engines.resolve("auto", "gandalf", hw, False, learned) == "python"
-    assert engines.resolve("auto", "lru", hw, True) == "python"                  # fleet.sync=kv_events
+    assert engines.resolve("auto", "lru", hw, True) == "numba"                   # fleet.sync=kv_events (160)
     greedy = [HardwareConfig.from_mapping({"ssd": {"ftl": "greedy"}})]
-    assert engines.resolve("auto", "lru", greedy, False) == "python"
-    for pol, hws, kv, params in (("gandalf", hw, False, learned), ("lru", greedy, False, None),
-                                 ("lru", hw, True, None)):
-        with pytest.raises(ConfigError, match="cache.engine"):
-            engines.resolve("numba", pol, hws, kv, params)
+    assert engines.resolve("auto", "lru", greedy, False) == "numba"                # decision 159
+    assert engines.resolve("numba", "gandalf", greedy, False) == "numba"
+    with pytest.raises(ConfigError, match="cache.engine"):
+        engines.resolve("numba", "gandalf", hw, False, learned)
 
 
 def test_a_run_under_auto_says_which_engine_ran():

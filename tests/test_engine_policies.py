@@ -96,9 +96,10 @@ def _cfg(policy, params, model, hw, engine):
                            seed=0, model=model, workload=SimpleNamespace(replays_per_day_scale=1.0))
 
 
-def run_both(trace, policy, params, model, hw, batches=3, **kw):
+def run_both(trace, policy, params, model, hw, batches=3, events=None, **kw):
     """The same node on both engines through ``fleet.NodeRunner`` (the trace's requests in
-    ``batches`` calls, as epochs); returns the two (stats, series, runner)."""
+    ``batches`` calls, as epochs); returns the two (stats, series, runner). ``events``: a list that
+    gets, per engine, the stored / removed chunks each call reported (fleet.sync=kv_events)."""
     out = []
     idx = np.arange(trace.n_requests, dtype=np.int64)
     defaults = CompiledNode.__init__.__kwdefaults__
@@ -106,10 +107,12 @@ def run_both(trace, policy, params, model, hw, batches=3, **kw):
     try:
         defaults.update(kw)          # small: a touch log and heaps that grow on the way
         for engine in ("python", "numba"):
-            r = NodeRunner(trace, _cfg(policy, params, model, hw, engine), 0, future_idx=idx)
+            r = NodeRunner(trace, _cfg(policy, params, model, hw, engine), 0, future_idx=idx,
+                           record_events=events is not None)
             assert r.engine == engine
-            for part in np.array_split(idx, batches):
-                r.run(part)
+            got = [r.run(part) for part in np.array_split(idx, batches)]
+            if events is not None:
+                events.append([(a.tolist(), b.tolist()) for a, b in got])
             stats, series = r.finish()
             out.append((stats, series, r))
     finally:
@@ -164,6 +167,63 @@ def test_compiled_policy_is_the_interpreted_policy(policy, base, w, data):
         assert_same(*run_both(tr, policy, params, model, _hw(caps), **kw))
     finally:
         CompiledNode._gd_rows = saved
+
+
+FTL_SETTINGS = [("lru", {})] + SETTINGS
+
+
+@pytest.mark.parametrize("policy,base", FTL_SETTINGS, ids=["lru"] + SETTING_IDS)
+@settings(max_examples=25, deadline=None)
+@given(w=workloads(), streams=st.sampled_from(["none", "by_kind"]),
+       geometry=st.sampled_from([(48, 0.3), (64, 0.2), (400, 0.07), (2000, 0.127)]))
+def test_the_ftl_is_identical_on_both_engines(policy, base, w, streams, geometry):
+    """hardware.ssd.ftl=greedy on the compiled engine (decision 159): the kernel logs the SSD's writes
+    and trims and the FTL takes them between requests, so its NAND bytes, relocations and erases are
+    the interpreted node's, as is every other figure, for every compiled policy (erase blocks of 1/48
+    to 1/2000 of the SSD, with the spare blocks the FTL needs: payloads straddle blocks and garbage
+    collection relocates)."""
+    paths, model, ct, caps, counted, small = w
+    blocks, op = geometry
+    if caps[2] == 0:
+        caps = (caps[0], caps[1], 3 * model.fa_bytes(ct))
+    tr = trace_from_paths(paths, chunk_tokens=ct, arrivals=np.arange(len(paths)) * 1e-4)
+    tr = dataclasses.replace(tr, counted=np.asarray(counted, dtype=bool))
+    if policy == "workload_aware":
+        tr = _with_categories(tr, len(paths))
+    if policy == "gandalf":
+        tr = _with_sessions(tr, len(paths))
+    hw = HardwareConfig.from_mapping({"hbm_cache_bytes": caps[0], "dram_bytes": caps[1], "ssd_bytes": caps[2],
+                                      "gpu_flops": 1e12,
+                                      "ssd": {"ftl": "greedy", "streams": streams, "overprovision": op,
+                                              "erase_block_bytes": max(1, caps[2] // blocks)}})
+    kw = {"log_capacity": 4, "heap_capacity": 4} if small else {}
+    a, b = run_both(tr, policy, base, model, hw, **kw)
+    assert_same(a, b)
+    fa, fb = a[2].node.ftl, b[2].node.ftl
+    assert fb is not None and fa.counters() == fb.counters()
+    for k in ("ssd_bytes_written_nand", "ssd_bytes_relocated_fa", "ssd_bytes_relocated_state", "ssd_blocks_erased"):
+        assert getattr(a[0], k) == getattr(b[0], k), k
+    assert fa.counters()["host_bytes"] == b[0].ssd_bytes_written_fa + b[0].ssd_bytes_written_state
+    fb.check()
+
+
+@pytest.mark.parametrize("policy,base", FTL_SETTINGS, ids=["lru"] + SETTING_IDS)
+@settings(max_examples=20, deadline=None)
+@given(w=workloads(), batches=st.integers(1, 6))
+def test_kv_events_are_identical_on_both_engines(policy, base, w, batches):
+    """fleet.sync=kv_events on the compiled engine (decision 160): the chunks a node reports stored and
+    removed at each barrier are the interpreted node's, for every compiled policy."""
+    paths, model, ct, caps, counted, small = w
+    tr = trace_from_paths(paths, chunk_tokens=ct, arrivals=np.arange(len(paths)) * 1e-4)
+    tr = dataclasses.replace(tr, counted=np.asarray(counted, dtype=bool))
+    if policy == "workload_aware":
+        tr = _with_categories(tr, len(paths))
+    if policy == "gandalf":
+        tr = _with_sessions(tr, len(paths))
+    kw = {"log_capacity": 4, "heap_capacity": 4} if small else {}
+    events = []
+    assert_same(*run_both(tr, policy, base, model, _hw(caps), batches=batches, events=events, **kw))
+    assert events[0] == events[1]
 
 
 def _with_categories(tr, seed):
@@ -399,7 +459,7 @@ def test_auto_runs_the_compiled_policies_on_numba():
     hw = [HardwareConfig.from_mapping({})]
     for policy, base in SETTINGS:
         assert engines.resolve("auto", policy, hw, False, base) == "numba"
-        assert engines.resolve("auto", policy, hw, True) == "python"          # fleet.sync=kv_events
+        assert engines.resolve("auto", policy, hw, True, base) == "numba"     # fleet.sync=kv_events (160)
     for policy, params in CASES:
         assert engines.resolve("auto", policy, hw, False, parse_params(policy, params)) == "numba"
         assert engines.resolve("auto", policy, hw, False, params) == "numba"

@@ -53,6 +53,19 @@ def test_kv_events_feedback_is_identical_across_backends(ray_session):
     assert comparable(local) == comparable(remote)
 
 
+@pytest.mark.parametrize("policy", ["lru", "gandalf"])
+def test_kv_events_fleet_is_identical_on_both_engines(policy):
+    """A kv_aware fleet fed back at every barrier (decision 160): the compiled nodes report the chunks
+    the interpreted ones do, so the router routes every request alike and every figure agrees."""
+    from simhelpers import assert_runs_identical
+    ov = BASE + [f"policy={policy}", "fleet.router=kv_aware", "fleet.sync=kv_events", "fleet.epoch_s=5",
+                 "output.requests=true"]
+    a = cluster_sim.run(cluster_sim.compose(ov + ["cache.engine=python"]), write=False)
+    b = cluster_sim.run(cluster_sim.compose(ov + ["cache.engine=numba"]), write=False)
+    assert a.run["engine"] == "python" and b.run["engine"] == "numba"
+    assert_runs_identical(a, b)
+
+
 @pytest.mark.ray
 def test_dead_actor_fails_the_run_naming_node_and_epoch(ray_session, tmp_path):
     out = tmp_path / "s.json"

@@ -301,3 +301,23 @@ def test_summary_table_json_node_table_and_mlflow_metrics_carry_the_waf(tmp_path
     from cluster_sim.tracking import summary_metrics
     m = summary_metrics(data)                     # what the command line logs to MLflow
     assert m["ssd_waf"] == s.fleet["ssd_waf"] > 1 and m["node0.ssd_bytes_written_nand"] > m["node0.ssd_bytes_written"]
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("trace,policy", [("mooncake", "lru"), ("mooncake", "gandalf"), ("weka", "lru")])
+def test_whole_runs_with_the_ftl_are_identical_on_both_engines(trace, policy):
+    """The FTL study's configurations (cluster_sim.study.FTL_TRACES, docs/results.md §8) on the whole
+    traces: the compiled engine's measured WAF, NAND bytes and erases are the interpreted node's
+    (decision 159)."""
+    from cluster_sim.locations import missing
+    from cluster_sim.study import FTL_TRACES, shared_trace_overrides
+    from simhelpers import assert_runs_identical
+    reader, base = FTL_TRACES[trace]
+    if missing(reader):
+        pytest.skip(f"the {trace} trace is not present: {missing(reader)}")
+    ov = base + shared_trace_overrides(reader) + [f"policy={policy}", "hardware.ssd.ftl=greedy",
+                                                  "hardware.ssd.overprovision=0.07", "output.requests=true"]
+    a = run(ov + ["cache.engine=python"])
+    b = run(ov + ["cache.engine=numba"])
+    assert b.fleet["ssd_waf"] > 1.0 and b.fleet["ssd_blocks_erased"] > 0
+    assert_runs_identical(a, b)

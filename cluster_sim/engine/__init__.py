@@ -37,11 +37,14 @@ report their counters under the interpreted ``counters()`` names (docs/decisions
 of a plugin (an entry point in ``cluster_sim.policies``) with a ``kernels`` module beside it is
 compiled the same way, on the engine's own state (README "Your own policy").
 
+The greedy flash translation layer (``hardware.ssd.ftl=greedy``) consumes each SSD write and trim in
+order: the kernel logs them (``S.elog``, in the interpreted node's order) and this side hands them to the
+node's :class:`~cluster_sim.ftl.GreedyFTL` between requests (decision 159).
+
 What the compiled engine does not model yet falls back to the interpreted node under
 ``cache.engine=auto`` and is an error under ``cache.engine=numba`` (:func:`resolve`): policies
-without kernels (or settings of theirs the kernels do not cover), the greedy flash translation layer (``hardware.ssd.ftl=greedy``, which
-consumes each SSD write and trim in order) and ``fleet.sync=kv_events`` (stored / removed chunk
-events for the router) — docs/decisions.md 67-69.
+without kernels (or settings of theirs the kernels do not cover) and ``fleet.sync=kv_events``
+(stored / removed chunk events for the router) — docs/decisions.md 67-69.
 """
 from __future__ import annotations
 
@@ -112,10 +115,6 @@ def supports(policy: str, hardware_list, kv_events: bool, params=None) -> str | 
     why = policy_unsupported(policy, params)
     if why is not None:
         return why
-    if any(hw.ssd.ftl != "ideal" for hw in hardware_list):
-        return "hardware.ssd.ftl=greedy needs the interpreted engine"
-    if kv_events:
-        return "fleet.sync=kv_events needs the interpreted engine"
     return None
 
 
@@ -141,7 +140,7 @@ def resolve(engine: str, policy: str, hardware_list, kv_events: bool, params=Non
 #: the engine core's sources: every kernel set's digest covers them (the files its kernels compile
 #: from besides the policy's own folder)
 CORE_SOURCES = ("engine/_jit.py", "engine/layout.py", "engine/queue.py", "engine/residency.py", "engine/walk.py",
-                "engine/cascade.py", "engine/step.py", "engine/hooks.py", "_nrt.py", "cache/state.py",
+                "engine/cascade.py", "engine/step.py", "engine/hooks.py", "_nrt.py", "_ftl_ops.py", "cache/state.py",
                 "policies/_gandalf_jit.py", "policies/_reuse_jit.py", "policies/_marconi_jit.py")
 
 
@@ -510,14 +509,18 @@ class CompiledNode:
     def __init__(self, chunk_parent, chunk_depth, chunk_anchor, flat, chunk_tokens: int, model, hardware,
                  policy: str, *, node_index: int = 0, cost=True, log_capacity: int = 1 << 14,
                  heap_capacity: int = 1024, params=None, future_idx=None, rng=None,
-                 replays_per_day_scale: float = 1.0, policy_obj=None):
+                 replays_per_day_scale: float = 1.0, policy_obj=None, ftl: bool = True,
+                 record_events: bool = False):
         """``params``: the policy's parameters (its ``Params`` instance or a mapping; defaults when
         None). ``future_idx``: the trace requests this node will be given, in order, for the
         hindsight policy (``oracle_admission``): its passes run at the first :meth:`replay`.
         ``rng``: the node's random stream (``fleet.node_rng``; ``dynamic_random`` draws from it),
         ``replays_per_day_scale``: the workload's, for ``dynamic_random``'s default budget.
         ``policy_obj``: the node's policy object, unbound, when the caller made one (gandalf binds
-        it to derive its arrays instead of making another: one policy per node)."""
+        it to derive its arrays instead of making another: one policy per node). ``ftl``: False leaves
+        out the flash translation layer of ``hardware.ssd.ftl=greedy`` (a hindsight pass, whose wear
+        nothing reads). ``record_events``: keep the chunks stored and removed for a KV-aware router
+        (``fleet.sync=kv_events``; :meth:`take_events`)."""
         from . import _jit as J
 
         from ..policies.base import parse_params, policy_class
@@ -624,6 +627,13 @@ class CompiledNode:
         bound = [min(2 * U + 1, (c + (2 * max_m + 2) * hi) // lo + 64) if c > 0 else 4 for c in caps]
         hcap = np.array([min(b, max(int(heap_capacity), 4 * max_m + 64)) if c > 0 else 4 for b, c in zip(bound, caps)],
                         dtype=np.int64)
+        from ..ftl import make_ftl
+        # hardware.ssd.ftl=greedy: the kernel logs the SSD's writes and trims (elog), the FTL takes them
+        # between requests, in order (decision 159)
+        self.ftl = make_ftl(hardware, 2 * U) if ftl else None
+        M[J.M_FTL] = int(self.ftl is not None)
+        M[J.M_KEV] = int(record_events)
+        self._kv: list = []          # the router's events drained from the log (arrays of rows)
         self.S = J.EngineState(
             M=M, K=np.zeros(J.N_COUNTERS, dtype=np.int64),
             res=np.zeros(2 * U, dtype=np.uint8), stamp=np.full(2 * U, -1, dtype=np.int64),
@@ -636,7 +646,8 @@ class CompiledNode:
             hoff=np.concatenate([[0], np.cumsum(hcap)[:-1]]).astype(np.int64), hcap=hcap,
             hn=np.zeros(3, dtype=np.int64), wpos=np.zeros(3, dtype=np.int64),
             wfront=np.full(3, -1, dtype=np.int64), **self._policy_arrays(U, bound), pk=kernels_of(policy, params),
-            FX=self._floats(hardware, lo), rng=rng if rng is not None else np.random.default_rng(0))
+            FX=self._floats(hardware, lo), elog=np.zeros((1 << 14 if self.ftl is not None or record_events else 0, 4), dtype=np.int64),
+            rng=rng if rng is not None else np.random.default_rng(0))
         M[J.M_DR_LO] = lo
         M[J.M_DR_CAP] = len(self.S.FX)
         M[J.M_WA_FIT] = J.FXW_LT + 2 * U
@@ -1352,7 +1363,7 @@ class CompiledNode:
         for _ in range(total - 1):
             room = None
             while True:
-                node = CompiledNode(*self._args, cost=False, **self._kw)
+                node = CompiledNode(*self._args, cost=False, ftl=False, **self._kw)
                 node.set_future(None, None, tables)
                 if room is not None:
                     node._repack(OUT=np.zeros(room, dtype=np.int64))
@@ -1430,9 +1441,43 @@ class CompiledNode:
             self._gd_pop_room()
         if g & J.GROW_MC_TUNE:
             self._mc_tune()
+        if g & J.GROW_EV:
+            self._ev_drain()
+            room = int(self.S.M[J.M_EV_ROOM])
+            if room > len(self.S.elog):
+                self.S = self.S._replace(elog=np.zeros((2 * room, 4), dtype=np.int64))
         S = self.S
         S.M[J.M_DR_CAP] = len(S.FX)
         S.M[J.M_GROW] = 0
+
+    def _ev_drain(self) -> None:
+        """Empty the event log: the SSD's writes and trims go to the FTL, in order; the router's
+        stored / removed chunks are kept for :meth:`take_events`."""
+        J, M = self.J, self.S.M
+        n = int(M[J.M_EVN])
+        if not n:
+            return
+        rows = self.S.elog[:n]
+        if self.ftl is not None and M[J.M_KEV] == 0:
+            self.ftl.apply(rows)
+        else:
+            kv = rows[:, 0] >= J.EV_STORED
+            if self.ftl is not None:
+                self.ftl.apply(np.ascontiguousarray(rows[~kv]))
+            self._kv.append(rows[kv, :2].copy())
+        M[J.M_EVN] = 0
+
+    def take_events(self) -> tuple[np.ndarray, np.ndarray]:
+        """Chunks whose FA became resident / lost its last copy since the last call, net of each other
+        (``CacheState.take_events``: those resident now / not resident now)."""
+        J = self.J
+        self._ev_drain()
+        rows = np.concatenate(self._kv) if self._kv else np.zeros((0, 2), dtype=np.int64)
+        self._kv = []
+        fa = self.S.res[0::2]
+        stored = np.unique(rows[rows[:, 0] == J.EV_STORED, 1])
+        removed = np.unique(rows[rows[:, 0] == J.EV_REMOVED, 1])
+        return stored[fa[stored] != 0], removed[fa[removed] == 0]
 
     @staticmethod
     def _heaps(S, hcap):
@@ -1638,6 +1683,9 @@ class CompiledNode:
         J.finish_ssd(S)
         K = S.K.tolist()
         s = self.stats
+        if self.ftl is not None:
+            self._ev_drain()
+            s.set_ftl(self.ftl.counters())
         s.ssd_bytes_written_fa = K[J.K_WR_FA]
         s.ssd_bytes_written_state = K[J.K_WR_STATE]
         s.ssd_admissions_fa = K[J.K_ADM_FA]

@@ -56,10 +56,10 @@ def _move_down(S, vict, t, dest, isnew):
         nw = (S.res[p] & dbit) == 0
         isnew.append(nw)
     if dest == SSD:
-        M, K, flags, sb, depth = S.M, S.K, S.flags, S.sb, S.depth
+        M, K, flags, sb, depth, elog = S.M, S.K, S.flags, S.sb, S.depth, S.elog
         for i in range(len(vict)):
             if isnew[i]:
-                _count_ssd_write_a(M, K, flags, sb, depth, vict[i])
+                _count_ssd_write_a(M, K, flags, sb, depth, elog, vict[i])
     new = [np.int64(0) for _ in range(0)]
     for i in range(len(vict)):
         if isnew[i]:

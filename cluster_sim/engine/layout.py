@@ -41,6 +41,12 @@ import numpy as np
 from numba import njit
 
 from .._nrt import borrow, seg_view
+from .._ftl_ops import OP_TRIM, OP_WRITE, OP_WRITE_UNCOUNTED  # noqa: F401 (the engine's FTL rows)
+
+#: the event log's rows of a KV-aware router (fleet.sync=kv_events): chunk ``id`` got its first copy /
+#: lost its last one (CacheState.ev_stored / ev_removed)
+EV_STORED, EV_REMOVED = 3, 4
+assert len({OP_TRIM, OP_WRITE, OP_WRITE_UNCOUNTED, EV_STORED, EV_REMOVED}) == 5
 from ..cache.state import _leaf_events_kernel
 
 #: CacheState's leaf-event climb, compiled (the dispatcher the interpreted node uses)
@@ -69,7 +75,12 @@ MODE_LAST, MODE_LAST_AND_BRANCH, MODE_EVERY_CHUNK = 0, 1, 2
  M_DR_SEL, M_O_DEC, M_CAP_DEC, M_DR_ROOM, M_DR_LO, M_O_SU, M_O_FEN, M_O_FK, M_O_G, M_O_SZR, M_OR_NSZ,
  M_OR_FARANK, M_OR_SPATH, M_OR_FTOT, M_O_WQ, M_O_WK, M_O_WC, M_WA_CAT, M_WA_NCAT, M_WA_FIT, M_WA_THETA,
  M_WA_ROOM1, M_WA_ROOM2, M_GD_ROOM, M_GD_HELD, M_GD_CROOM) = range(92)
-N_META = 92          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
+# the node's event log ``elog``: M_FTL 1 = log the SSD's writes and trims (hardware.ssd.ftl=greedy), M_KEV
+# 1 = log the chunks whose FA became resident or lost its last copy (fleet.sync=kv_events), M_EVN the rows
+# logged, M_EV_ROOM the rows the next request may log (kept free before it); M_ENTN*: copies that
+# entered each tier (with M_LEFTN*, the copies each tier holds)
+M_FTL, M_EVN, M_EV_ROOM, M_ENTN0, M_ENTN1, M_ENTN2, M_KEV = range(92, 99)
+N_META = 99          # M_LEFT*: bytes / copies that left each tier (CacheState.left, left_n)
 # M_NFUT: requests in the node's stream (oracle_admission's "never used again"), M_OUTN / M_OUTROOM:
 # admission outcomes logged / the room the log must keep free before a request, M_HAS_LABELS: 1
 # when an earlier pass's outcomes are given (lab_k, lab_v), M_LOG_OUT: 1 = log them (the hindsight
@@ -157,6 +168,7 @@ GROW_REFIT = 1024    # gandalf, reuse=hints: its estimator's refit is due at thi
 GROW_POP = 2048      # gandalf, reuse=population: its windows of references need room
 GROW_MC_TUNE = 4096  # marconi, alpha=auto: its alpha tuning is due at this request's tick (_marconi_eng)
 GROW_GDGEN = 8192    # gandalf: its heap versions near GD_GEN_LIMIT (renumbered)
+GROW_EV = 16384     # the event log needs room: the wrapper hands its rows to the FTL (cluster_sim.ftl) and keeps the router's
 #: Gandalf keeps its heaps' versions (and its leaf memo's stamps) as int32: at a request that finds
 #: one at this limit, they are renumbered between requests (a request makes far fewer than 2^30
 #: pushes); its tentatives' uint16 stamps start over in the kernel (``_gandalf_jit.t_next``)
@@ -181,7 +193,12 @@ EngineState = namedtuple("EngineState", [
     # state costs each call that passes it a reference count, so the policies add one
     "PX",
     # float state (dynamic_random: its control loop and draw buffer) and the node's random stream
-    "FX", "rng",
+    "FX",
+    # the node's event log, M[M_EVN] rows (op, id, bytes, kind) in order, drained between requests by the
+    # wrapper: the SSD's writes and trims (ops of cluster_sim._ftl_ops) for the flash translation layer,
+    # and the chunks stored / removed (EV_STORED, EV_REMOVED) for a KV-aware router; no rows otherwise
+    "elog",
+    "rng",
     # the policy's kernel set (hooks.Kernels): its numba type selects the policy's hooks when a
     # kernel is typed, so each policy compiles the engine with its own hooks only
     "pk",
@@ -264,6 +281,22 @@ def _psize_a(M, sb, depth, p):
     if p & 1:
         return sb[depth[p >> 1]]          # a STATE's bytes depend on its position only
     return M[M_FAB]
+
+
+@njit(cache=True, inline="always")
+def log_event(M, elog, op, p, nbytes, kind):
+    """Log an SSD write (``op`` OP_WRITE / OP_WRITE_UNCOUNTED, ``nbytes`` of payload ``p`` of ``kind``)
+    or trim (OP_TRIM, 0, 0) for the flash translation layer, as the interpreted node's ``ftl.write`` /
+    ``ftl.trim`` queue them, or a chunk ``p`` stored / removed (EV_STORED / EV_REMOVED, 0, 0).
+    The log has room for the request (its bound, ``M_EV_ROOM``, is kept free before it)."""
+    n = M[M_EVN]
+    if n == len(elog):
+        raise RuntimeError("cluster_sim engine: the event log filled inside a request")
+    elog[n, 0] = op
+    elog[n, 1] = p
+    elog[n, 2] = nbytes
+    elog[n, 3] = kind
+    M[M_EVN] = n + 1
 
 
 # ---------------------------------------------------------------------------- lru_k

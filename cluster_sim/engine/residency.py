@@ -8,6 +8,8 @@ from numba import njit
 
 from . import hooks as H
 from .layout import (
+    EV_REMOVED,
+    EV_STORED,
     F_ADM,
     F_HIT,
     HBM,
@@ -20,6 +22,9 @@ from .layout import (
     M_AQN,
     M_CAP_AQ,
     M_COUNTING,
+    M_ENTN0,
+    M_FTL,
+    M_KEV,
     M_LEFT0,
     M_LEFTN0,
     M_O_AQ,
@@ -29,11 +34,15 @@ from .layout import (
     M_SEQ,
     M_USED0,
     M_WR,
+    OP_TRIM,
+    OP_WRITE,
+    OP_WRITE_UNCOUNTED,
     PK_REQUESTED,
     SSD,
     _bit,
     _psize,
     _psize_a,
+    log_event,
 )
 from .queue import (
     _heap_push,
@@ -86,8 +95,11 @@ def _add_copy(S, t, p):
     was = S.res[p]
     S.res[p] = was | bit
     S.M[M_USED0 + t] += _psize(S, p)
+    S.M[M_ENTN0 + t] += 1
     if (p & 1) == 0:
         c = p >> 1
+        if was == 0:
+            _kv_event(S, EV_STORED, c)
         a = S.anchor[c]
         e = a + S.depth[c] - 1
         for i in range(a, e):
@@ -111,13 +123,58 @@ def _close_ssd(S, p):
 
 
 @njit(cache=True, inline="always")
-def _count_ssd_write(S, p):
-    _count_ssd_write_a(S.M, S.K, S.flags, S.sb, S.depth, p)
+def _kv_event(S, op, c):
+    """A KV-aware router's event (fleet.sync=kv_events): chunk ``c`` stored / removed."""
+    if S.M[M_KEV] != 0:
+        log_event(S.M, S.elog, op, c, 0, 0)
 
 
 @njit(cache=True, inline="always")
-def _count_ssd_write_a(M, K, flags, sb, depth, p):
+def _ftl_trim(S, p):
+    """The FTL's trim of ``p``'s SSD copy (the interpreted node's ``ftl.trim``), when it has one."""
+    if S.M[M_FTL] != 0:
+        log_event(S.M, S.elog, OP_TRIM, p, 0, 0)
+
+
+@njit(cache=True)
+def _ftl_batch_trims(S, t, ps):
+    """The SSD copies a batch removal of ``ps`` from tier ``t`` is about to close, in the order of the
+    interpreted ``CacheState.remove_copies``: the batch's own copies by payload, then the STATEs of the
+    FAs that lose their last copy, by chunk. (The engine's removals hear a batch in its own order; only
+    the FTL's result depends on the order of its trims.)"""
+    res = S.res
+    bit = _bit(t)
+    arr = np.empty(len(ps), dtype=np.int64)
+    for k in range(len(ps)):
+        arr[k] = ps[k]
+    arr = np.unique(arr)
+    out = [np.int64(0) for _ in range(0)]
+    if t == SSD:
+        for p in arr:
+            if (res[p] & bit) != 0:
+                out.append(p)
+    for p in arr:
+        r = res[p]
+        if (p & 1) == 0 and (r & bit) != 0 and (r & ~bit) == 0 and (res[p | 1] & 4) != 0:
+            q = p | 1
+            if t == SSD:
+                i = np.searchsorted(arr, q)
+                if i < len(arr) and arr[i] == q:
+                    continue          # a copy of the batch itself, closed above
+            out.append(q)
+    return out
+
+
+@njit(cache=True, inline="always")
+def _count_ssd_write(S, p):
+    _count_ssd_write_a(S.M, S.K, S.flags, S.sb, S.depth, S.elog, p)
+
+
+@njit(cache=True, inline="always")
+def _count_ssd_write_a(M, K, flags, sb, depth, elog, p):
     counting = M[M_COUNTING] != 0
+    if M[M_FTL] != 0:
+        log_event(M, elog, OP_WRITE if counting else OP_WRITE_UNCOUNTED, p, _psize_a(M, sb, depth, p), p & 1)
     flags[p] = F_ADM if counting else 0
     if counting:
         sz = _psize_a(M, sb, depth, p)
@@ -152,6 +209,7 @@ def _remove(S, t, p, close):
     if t == SSD:
         H.ssd_leave(S, p)
         if close:
+            _ftl_trim(S, p)
             _close_ssd(S, p)
     if (p & 1) == 0:
         c = p >> 1
@@ -179,8 +237,10 @@ def _remove(S, t, p, close):
                         if tt == SSD:
                             H.ssd_leave(S, q)
                             if close:
+                                _ftl_trim(S, q)
                                 _close_ssd(S, q)
                 S.res[q] = 0
+            _kv_event(S, EV_REMOVED, c)
         H.leaf(S, t, c, now == 0)
     if now == 0:
         H.lost(S, p)
@@ -247,6 +307,7 @@ def _remove_many(S, t, ps, close):
         return
     cs = [np.int64(0) for _ in range(0)]
     lost = [False for _ in range(0)]
+    trims = _ftl_batch_trims(S, t, ps) if close and S.M[M_FTL] != 0 else [np.int64(0) for _ in range(0)]
     was_in = H.remove_many_begin(S, t, ps)
     if not H.remove_many(S, t, ps, close, cs, lost):
         hooks = H.has_leave(S)
@@ -292,6 +353,12 @@ def _remove_many(S, t, ps, close):
                     res[q] = 0
         if ne:
             _leave_events(S, ev[:ne], hooks, close)
+    for q in trims:
+        log_event(S.M, S.elog, OP_TRIM, q, 0, 0)
+    if S.M[M_KEV] != 0:
+        for k in range(len(cs)):
+            if lost[k]:
+                log_event(S.M, S.elog, EV_REMOVED, cs[k], 0, 0)
     if len(cs):
         _batch_anc(S, t, cs, lost, np.int64(-1))
         H.leaf_many(S, t, cs, lost)
@@ -308,6 +375,7 @@ def _add_many(S, t, ps):
     cs = [np.int64(0) for _ in range(0)]
     born = [False for _ in range(0)]
     M, res, sb, depth = S.M, S.res, S.sb, S.depth
+    M[M_ENTN0 + t] += len(ps)
     for p in ps:
         was = res[p]
         res[p] = was | bit
@@ -317,6 +385,10 @@ def _add_many(S, t, ps):
             born.append(was == 0)
     if len(cs):
         _batch_anc(S, t, cs, born, np.int64(1))
+        if M[M_KEV] != 0:
+            for k in range(len(cs)):
+                if born[k]:
+                    log_event(M, S.elog, EV_STORED, cs[k], 0, 0)
     stamp, wfront = S.stamp, S.wfront
     for p in ps:        # _note_enter, the state passed only to push
         s = stamp[p]

@@ -9,10 +9,12 @@ from numba import njit
 from . import hooks as H
 from .layout import (
     DRAM,
+    EV_STORED,
     EngineState,
     F_ADM,
     F_HIT,
     GROW_AQ,
+    GROW_EV,
     GROW_LOG,
     GROW_OUT,
     HBM,
@@ -32,7 +34,13 @@ from .layout import (
     M_FAB,
     M_GROW,
     M_HAS_STATE,
+    M_ENTN0,
+    M_EV_ROOM,
+    M_EVN,
+    M_FTL,
+    M_KEV,
     M_LEFT0,
+    M_LEFTN0,
     M_LEFTN2,
     M_LOGN,
     M_LOG_OUT,
@@ -62,6 +70,7 @@ from .layout import (
     SSD,
     _bit,
     _psize,
+    log_event,
     borrow,
 )
 from .queue import (
@@ -135,8 +144,11 @@ def _add_path_fa_bits(S, t, path, lo, hi, only_absent_bit):
                 n_add += 1
                 if was == 0:
                     n_born += 1
+                    if S.M[M_KEV] != 0:
+                        log_event(S.M, S.elog, EV_STORED, c, 0, 0)
                 _note_enter(S, t, p)
     S.M[M_USED0 + t] += n_add * S.M[M_FAB]
+    S.M[M_ENTN0 + t] += n_add
 
 
 @njit(cache=True, inline="always")
@@ -231,6 +243,7 @@ def _step(S, path, counting, R, j, now):
             if load_q:
                 res[q] |= bit
                 M[M_USED0 + entry] += _psize(S, q)
+                M[M_ENTN0 + entry] += 1
                 _note_enter(S, entry, q)
                 H.enter(S, entry, q)
                 order.append(q)
@@ -258,6 +271,7 @@ def _step(S, path, counting, R, j, now):
             _touch(S, qq)
             res[qq] |= _bit(t)
             M[M_USED0 + t] += _psize(S, qq)
+            M[M_ENTN0 + t] += 1
             _note_enter(S, t, qq)
             H.enter(S, t, qq)
         if M[M_USED0 + t] > M[M_CAP0 + t]:
@@ -321,7 +335,7 @@ def replay(S, offsets, idx, counted, arrival, j0, R):
                     borrow(S.dcnt), borrow(S.dany), borrow(S.cred), borrow(S.cred_any), borrow(S.sb),
                     borrow(S.parent), borrow(S.depth), borrow(S.anchor), borrow(S.flat), borrow(S.log_p),
                     borrow(S.log_s), borrow(S.heap_s), borrow(S.heap_p), borrow(S.hoff), borrow(S.hcap),
-                    borrow(S.hn), borrow(S.wpos), borrow(S.wfront), borrow(S.PX), borrow(S.FX), S.rng, S.pk)
+                    borrow(S.hn), borrow(S.wpos), borrow(S.wfront), borrow(S.PX), borrow(S.FX), borrow(S.elog), S.rng, S.pk)
     return _replay(B, borrow(offsets), borrow(idx), borrow(counted), borrow(arrival), j0, borrow(R))
 
 
@@ -350,6 +364,17 @@ def _replay(S, offsets, idx, counted, arrival, j0, R):
             M[M_GROW] |= GROW_OUT
         if 2 * M[M_AQMAX] > M[M_CAP_AQ]:
             M[M_GROW] |= GROW_AQ
+        if M[M_FTL] != 0 or M[M_KEV] != 0:
+            # the rows one request may log. The FTL's: its writes (each a copy leaving HBM or DRAM, of
+            # those there now or of the request's own, at most 2 m + 2 payloads entering) and its trims
+            # (of the SSD's copies now, or written in it); a router's: the chunks it stores (of its path)
+            # and those that lose their last copy (of the copies there now or entering)
+            fast = M[M_ENTN0] - M[M_LEFTN0] + M[M_ENTN0 + 1] - M[M_LEFTN0 + 1] + 4 * m + 8
+            ssd = M[M_ENTN0 + 2] - M[M_LEFTN0 + 2]
+            room = (ssd + 4 * fast if M[M_FTL] != 0 else 0) + (ssd + fast + m if M[M_KEV] != 0 else 0)
+            M[M_EV_ROOM] = room
+            if M[M_EVN] + room > len(S.elog):
+                M[M_GROW] |= GROW_EV
         if M[M_GROW] != 0:
             return j
         _step(S, S.flat[a:b], 1 if counted[j] else 0, R, j, arrival[i])
