@@ -138,21 +138,21 @@ def _ftl_trim(S, p):
 
 @njit(cache=True)
 def _ftl_batch_trims(S, t, ps):
-    """The SSD copies a batch removal of ``ps`` from tier ``t`` is about to close, in the order of the
-    interpreted ``CacheState.remove_copies``: the batch's own copies by payload, then the STATEs of the
-    FAs that lose their last copy, by chunk. (The engine's removals hear a batch in its own order; only
-    the FTL's result depends on the order of its trims.)"""
+    """Log the FTL's trims of the SSD copies a batch removal of ``ps`` from tier ``t`` is about to
+    close, in the order of the interpreted ``CacheState.remove_copies``: the batch's own copies by
+    payload, then the STATEs of the FAs that lose their last copy, by chunk. (The engine's removals
+    hear a batch in its own order; only the FTL's result depends on the order of its trims.)"""
     res = S.res
     bit = _bit(t)
     arr = np.empty(len(ps), dtype=np.int64)
     for k in range(len(ps)):
         arr[k] = ps[k]
     arr = np.unique(arr)
-    out = [np.int64(0) for _ in range(0)]
+    M, elog = S.M, S.elog
     if t == SSD:
         for p in arr:
             if (res[p] & bit) != 0:
-                out.append(p)
+                log_event(M, elog, OP_TRIM, p, 0, 0)
     for p in arr:
         r = res[p]
         if (p & 1) == 0 and (r & bit) != 0 and (r & ~bit) == 0 and (res[p | 1] & 4) != 0:
@@ -161,8 +161,7 @@ def _ftl_batch_trims(S, t, ps):
                 i = np.searchsorted(arr, q)
                 if i < len(arr) and arr[i] == q:
                     continue          # a copy of the batch itself, closed above
-            out.append(q)
-    return out
+            log_event(M, elog, OP_TRIM, q, 0, 0)
 
 
 @njit(cache=True, inline="always")
@@ -307,7 +306,8 @@ def _remove_many(S, t, ps, close):
         return
     cs = [np.int64(0) for _ in range(0)]
     lost = [False for _ in range(0)]
-    trims = _ftl_batch_trims(S, t, ps) if close and S.M[M_FTL] != 0 else [np.int64(0) for _ in range(0)]
+    if close and S.M[M_FTL] != 0:
+        _ftl_batch_trims(S, t, ps)        # before the removal: the FTL hears nothing else in between
     was_in = H.remove_many_begin(S, t, ps)
     if not H.remove_many(S, t, ps, close, cs, lost):
         hooks = H.has_leave(S)
@@ -353,8 +353,6 @@ def _remove_many(S, t, ps, close):
                     res[q] = 0
         if ne:
             _leave_events(S, ev[:ne], hooks, close)
-    for q in trims:
-        log_event(S.M, S.elog, OP_TRIM, q, 0, 0)
     if S.M[M_KEV] != 0:
         for k in range(len(cs)):
             if lost[k]:
