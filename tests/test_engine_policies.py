@@ -172,6 +172,17 @@ def test_compiled_policy_is_the_interpreted_policy(policy, base, w, data):
 FTL_SETTINGS = [("lru", {})] + SETTINGS
 
 
+def _policy_trace(policy, paths, ct, counted):
+    """A random workload's trace, with the request fields the policy reads (categories, sessions)."""
+    tr = trace_from_paths(paths, chunk_tokens=ct, arrivals=np.arange(len(paths)) * 1e-4)
+    tr = dataclasses.replace(tr, counted=np.asarray(counted, dtype=bool))
+    if policy == "workload_aware":
+        tr = _with_categories(tr, len(paths))
+    if policy == "gandalf":
+        tr = _with_sessions(tr, len(paths))
+    return tr
+
+
 @pytest.mark.parametrize("policy,base", FTL_SETTINGS, ids=["lru"] + SETTING_IDS)
 @settings(max_examples=25, deadline=None)
 @given(w=workloads(), streams=st.sampled_from(["none", "by_kind"]),
@@ -186,12 +197,7 @@ def test_the_ftl_is_identical_on_both_engines(policy, base, w, streams, geometry
     blocks, op = geometry
     if caps[2] == 0:
         caps = (caps[0], caps[1], 3 * model.fa_bytes(ct))
-    tr = trace_from_paths(paths, chunk_tokens=ct, arrivals=np.arange(len(paths)) * 1e-4)
-    tr = dataclasses.replace(tr, counted=np.asarray(counted, dtype=bool))
-    if policy == "workload_aware":
-        tr = _with_categories(tr, len(paths))
-    if policy == "gandalf":
-        tr = _with_sessions(tr, len(paths))
+    tr = _policy_trace(policy, paths, ct, counted)
     hw = HardwareConfig.from_mapping({"hbm_cache_bytes": caps[0], "dram_bytes": caps[1], "ssd_bytes": caps[2],
                                       "gpu_flops": 1e12,
                                       "ssd": {"ftl": "greedy", "streams": streams, "overprovision": op,
@@ -214,12 +220,7 @@ def test_kv_events_are_identical_on_both_engines(policy, base, w, batches):
     """fleet.sync=kv_events on the compiled engine (decision 160): the chunks a node reports stored and
     removed at each barrier are the interpreted node's, for every compiled policy."""
     paths, model, ct, caps, counted, small = w
-    tr = trace_from_paths(paths, chunk_tokens=ct, arrivals=np.arange(len(paths)) * 1e-4)
-    tr = dataclasses.replace(tr, counted=np.asarray(counted, dtype=bool))
-    if policy == "workload_aware":
-        tr = _with_categories(tr, len(paths))
-    if policy == "gandalf":
-        tr = _with_sessions(tr, len(paths))
+    tr = _policy_trace(policy, paths, ct, counted)
     kw = {"log_capacity": 4, "heap_capacity": 4} if small else {}
     events = []
     assert_same(*run_both(tr, policy, base, model, _hw(caps), batches=batches, events=events, **kw))
