@@ -54,7 +54,7 @@ _BUILDERS: list = []
 
 #: a builder process's program: build every n-th kernel set, from the i-th (argv: i n)
 #: (Gandalf's set first: it takes about three times as long as another, and it is the one most tests use)
-_BUILD = ("import os, sys; from cluster_sim import engine as E; i, n = map(int, sys.argv[1:3]); os.nice(5); "
+_BUILD = ("import os, sys; from cluster_sim.engine import build as E; i, n = map(int, sys.argv[1:3]); os.nice(5); "
           "ks = sorted(E._kernel_sets(None), key=lambda x: x[0].name != 'gandalf.kernels'); "
           "E.ensure_compiled(settings=[(p, q) for _, p, q in ks[i::n]])")
 

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cluster_sim
-from cluster_sim import engine as engines
+from cluster_sim.engine import build as engines
 from cluster_sim.config import HardwareConfig
 from cluster_sim.engine import CompiledNode
 from cluster_sim.errors import ConfigError

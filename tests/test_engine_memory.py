@@ -14,6 +14,8 @@ from cluster_sim.api import prepare
 from cluster_sim.config import SimConfig
 from cluster_sim.engine import CompiledNode
 from cluster_sim.fleet import NodeRunner
+from cluster_sim.policies.gandalf import layout as GL
+from cluster_sim.policies.gandalf.engine import CapacityAware as GandalfAdapter
 
 
 def _trace_and_cfg():
@@ -91,7 +93,7 @@ def test_marconi_keeps_its_segments_narrow_and_under_200_bytes_per_chunk():
 
 def _gandalf_node(cfg, trace):
     node = NodeRunner(trace, cfg, 0).node
-    assert node.gd_kernels is not None
+    assert node.adapter.GJ is not None
     return node
 
 
@@ -109,17 +111,17 @@ def test_gandalf_keeps_counts_flags_and_generations_narrow():
             "CKPT": np.bool_, "KINDS": np.int8, "NODES": np.int32, "G": np.int64, "SBX": np.int64,
             "RGRP": np.int32, "RBUF": np.int32, "MGEN": np.int32, "PLAN": np.int32}
     for name, dt in want.items():
-        assert node._gseg(name).dtype == dt, name
+        assert node.adapter.gseg(name).dtype == dt, name
     # decision 151: no sizes per payload, a STATE's bytes by depth then the FA bytes
-    sbx = node._gseg("SBX")
+    sbx = node.adapter.gseg("SBX")
     assert len(sbx) == int(trace.depth.max()) + 2
     assert np.array_equal(sbx[:-1][trace.depth], node.S.sb[trace.depth]) and sbx[-1] == node.S.M[node.J.M_FAB]
-    assert len(node._gseg("CMEM")) == 2 * U and len(node._gseg("TD0")) == U
-    assert node._gseg("CMEM").max() == 1                          # written through the views
+    assert len(node.adapter.gseg("CMEM")) == 2 * U and len(node.adapter.gseg("TD0")) == U
+    assert node.adapter.gseg("CMEM").max() == 1                          # written through the views
     # decision 152: under reuse=hints (the default) no kernel reads first touches or hit counts, so
     # none are kept; a STATE's demands are counted up to 2 (its readers ask 0, 1 or at least 2)
-    assert len(node._gseg("HITS")) == len(node._gseg("TF")) == 1
-    assert node._gseg("SDEM").dtype == np.uint8 and node._gseg("SDEM").max() == 2
+    assert len(node.adapter.gseg("HITS")) == len(node.adapter.gseg("TF")) == 1
+    assert node.adapter.gseg("SDEM").dtype == np.uint8 and node.adapter.gseg("SDEM").max() == 2
     assert node.counters()["states_demanded_twice"] > 0
     assert node.state_bytes()["policy_arrays"] < 400 * U
 
@@ -139,24 +141,24 @@ def test_gandalf_generation_reset_changes_nothing():
     rb1 = b.replay_raw(trace.offsets, first, trace.counted, trace.arrival_s)
     assert np.array_equal(ra1, rb1)
     from cluster_sim.policies import _gandalf_jit as GJ
-    G = b._gseg("G")
-    assert G[0] > 0 and b._gseg("TD1").max() > 0 and b._gseg("TD1").dtype == np.uint16   # stamps to lose
+    G = b.adapter.gseg("G")
+    assert G[0] > 0 and b.adapter.gseg("TD1").max() > 0 and b.adapter.gseg("TD1").dtype == np.uint16   # stamps to lose
     G[:] = GJ.STAMP_MAX                  # the next selection of each kind clears its stamps
-    before = [int(b._gseg(m)[GJ.M_NEXT]) for m in ("CMETA", "SMETA")]
-    b._gd_gens_guard(limit=1)
+    before = [int(b.adapter.gseg(m)[GJ.M_NEXT]) for m in ("CMETA", "SMETA")]
+    b.adapter.gens_guard(limit=1)
     # the heaps' versions renumbered 1..n in their order (decision 151): fewer than were handed out
     assert before[0] > 0                                       # the DRAM heap was used
     for m, v0, kv in zip(("CMETA", "SMETA"), before, ("CKV", "SKV")):
-        meta = b._gseg(m)
+        meta = b.adapter.gseg(m)
         if v0:
             assert meta[GJ.M_NEXT] == meta[GJ.M_LEN] < v0
-        assert b._gseg(kv).max() <= meta[GJ.M_LEN]
+        assert b.adapter.gseg(kv).max() <= meta[GJ.M_LEN]
     # and the kernel asks for the same at the first request that finds a version at the limit
-    b._gseg("CMETA")[GJ.M_NEXT] = b.J.GD_GEN_LIMIT
+    b.adapter.gseg("CMETA")[GJ.M_NEXT] = GL.GD_GEN_LIMIT
     ra2 = a.replay_raw(trace.offsets, second, trace.counted, trace.arrival_s)
     rb2 = b.replay_raw(trace.offsets, second, trace.counted, trace.arrival_s)
-    assert 0 < b._gseg("CMETA")[GJ.M_NEXT] < b.J.GD_GEN_LIMIT
-    assert 0 < b._gseg("G")[0] < a._gseg("G")[0]                # the stamps started over
+    assert 0 < b.adapter.gseg("CMETA")[GJ.M_NEXT] < GL.GD_GEN_LIMIT
+    assert 0 < b.adapter.gseg("G")[0] < a.adapter.gseg("G")[0]                # the stamps started over
     assert np.array_equal(ra2, rb2)
     assert np.array_equal(a.residency(), b.residency())
     assert a.counters() == b.counters()
@@ -174,13 +176,13 @@ def test_gandalf_plan_and_leaf_buffers_are_sized_by_residents_and_grow_before_th
     trace = prepare(cfg)[0]
     a, b = _gandalf_node(cfg, trace), _gandalf_node(cfg, trace)
     J = b.J
-    assert "CKK" not in J.GF_SEGMENTS and "SKK" not in J.GF_SEGMENTS
-    held = len(a._gseg("PLAN"))
-    assert held < 2 * trace.n_chunks and len(a._gseg("KINDS")) == len(a._gseg("NODES")) == 2 * held
-    b._gd_repack({"PLAN": np.zeros(2, dtype=np.int64), "KINDS": np.zeros(2, dtype=np.int64),
+    assert "CKK" not in GL.GF_SEGMENTS and "SKK" not in GL.GF_SEGMENTS
+    held = len(a.adapter.gseg("PLAN"))
+    assert held < 2 * trace.n_chunks and len(a.adapter.gseg("KINDS")) == len(a.adapter.gseg("NODES")) == 2 * held
+    b.adapter.repack({"PLAN": np.zeros(2, dtype=np.int64), "KINDS": np.zeros(2, dtype=np.int64),
                   "NODES": np.zeros(2, dtype=np.int64)})
     # the leaf memo's int32 stamps start over at the limit (it only saves work)
-    b._gseg("GX")[J.GX_MEMO] = J.GD_GEN_LIMIT
+    b.adapter.gseg("GX")[GL.GX_MEMO] = GL.GD_GEN_LIMIT
     idx = np.arange(trace.n_requests, dtype=np.int64)
     ra = a.replay_raw(trace.offsets, idx, trace.counted, trace.arrival_s)
     rb = b.replay_raw(trace.offsets, idx, trace.counted, trace.arrival_s)
@@ -188,8 +190,8 @@ def test_gandalf_plan_and_leaf_buffers_are_sized_by_residents_and_grow_before_th
     assert np.array_equal(a.residency(), b.residency())
     assert a.counters() == b.counters()
     assert a.counters()["ssd_evictions"] > 0 and a.counters()["moves_fa"] > 0    # plans were made and taken
-    assert len(b._gseg("PLAN")) > 2 and len(b._gseg("KINDS")) == len(b._gseg("NODES")) > 2
-    assert 0 < b._gseg("GX")[J.GX_MEMO] < J.GD_GEN_LIMIT
+    assert len(b.adapter.gseg("PLAN")) > 2 and len(b.adapter.gseg("KINDS")) == len(b.adapter.gseg("NODES")) > 2
+    assert 0 < b.adapter.gseg("GX")[GL.GX_MEMO] < GL.GD_GEN_LIMIT
 
 
 def test_a_gandalf_value_too_wide_for_its_segment_is_refused_not_truncated():
@@ -199,14 +201,14 @@ def test_a_gandalf_value_too_wide_for_its_segment_is_refused_not_truncated():
     hits = np.zeros(2 * trace.n_chunks, dtype=np.int64)
     hits[3] = 2**40
     with pytest.raises(OverflowError, match="does not fit"):
-        node._gd_repack({"HITS": hits})
+        node.adapter.repack({"HITS": hits})
     hits[3] = 7
-    node._gd_repack({"HITS": hits})
-    assert node._gseg("HITS")[3] == 7 and node._gseg("HITS").dtype == np.int32
+    node.adapter.repack({"HITS": hits})
+    assert node.adapter.gseg("HITS")[3] == 7 and node.adapter.gseg("HITS").dtype == np.int32
 
 
 def test_every_gandalf_segment_is_read_as_the_type_it_is_packed_as():
-    """A segment's type is named twice: in ``_jit.GI_DTYPES`` (how the engine packs it) and at each
+    """A segment's type is named twice: in the gandalf layout's ``GI_DTYPES`` (how its adapter packs it) and at each
     ``_gt(S, GI_X, dtype)`` / ``_gi(S, GI_X)`` that reads it in the kernels. A mismatch would read the
     bytes as another type without any error, so every read is checked against the table here."""
     import re
@@ -221,9 +223,9 @@ def test_every_gandalf_segment_is_read_as_the_type_it_is_packed_as():
     reads += [(m, "int64") for m in re.findall(r"_gi\(S, GI_(\w+)\)", src)]
     assert len(reads) > 60
     for seg, dt in reads:
-        assert J.GI_DTYPES.get(seg, "int64") == dt, f"GI_{seg} is read as {dt}, packed as {J.GI_DTYPES.get(seg, 'int64')}"
+        assert GL.GI_DTYPES.get(seg, "int64") == dt, f"GI_{seg} is read as {dt}, packed as {GL.GI_DTYPES.get(seg, 'int64')}"
     read = {seg for seg, _ in reads}
-    assert set(J.GI_DTYPES) <= read
+    assert set(GL.GI_DTYPES) <= read
 
 
 def test_gandalf_sizes_by_depth_give_every_payloads_bytes_and_refuse_what_depth_cannot_give():
@@ -255,13 +257,13 @@ def test_gandalf_heap_tables_are_sized_by_their_own_tiers():
         cfg = SimConfig.from_mapping(cluster_sim.compose(["policy=gandalf", "cache.engine=numba", "hardware.dram_bytes=2GB",
                                                           f"hardware.ssd_bytes={ssd}"]))
         trace = prepare(cfg)[0]
-        saved = CompiledNode._gd_rows
+        saved = GandalfAdapter.rows
         if rows is not None:
-            CompiledNode._gd_rows = rows
+            GandalfAdapter.rows = rows
         try:
             node = _gandalf_node(cfg, trace)
         finally:
-            CompiledNode._gd_rows = saved
+            GandalfAdapter.rows = saved
         idx = np.arange(trace.n_requests, dtype=np.int64)
         out = node.replay_raw(trace.offsets, idx, trace.counted, trace.arrival_s)
         return node, out
@@ -270,13 +272,13 @@ def test_gandalf_heap_tables_are_sized_by_their_own_tiers():
     big, out = run("400GB")
     from cluster_sim.policies import _gandalf_jit as GJ
     J = big.J
-    rows = {n: {t: len(node._gseg(t)) // 3 for t in ("CST", "SST")} for n, node in (("small", small), ("big", big))}
+    rows = {n: {t: len(node.adapter.gseg(t)) // 3 for t in ("CST", "SST")} for n, node in (("small", small), ("big", big))}
     assert rows["small"]["CST"] == rows["big"]["CST"] < rows["big"]["SST"]
     for node in (small, big):
         for t, m in (("CST", "CMETA"), ("SST", "SMETA")):
-            meta = node._gseg(m)
-            assert 0 < meta[GJ.M_LIVE] and 2 * meta[GJ.M_LIVE] <= len(node._gseg(t)) // 3
+            meta = node.adapter.gseg(m)
+            assert 0 < meta[GJ.M_LIVE] and 2 * meta[GJ.M_LIVE] <= len(node.adapter.gseg(t)) // 3
     grown, out1 = run("400GB", rows=1)
     assert np.array_equal(out, out1) and big.counters() == grown.counters()
-    for t, room in (("CST", J.M_GD_CROOM), ("SST", J.M_GD_ROOM)):
-        assert len(grown._gseg(t)) // 3 >= int(grown.S.M[room]) > 66      # grown, and room for the last request
+    for t, room in (("CST", GL.M_GD_CROOM), ("SST", GL.M_GD_ROOM)):
+        assert len(grown.adapter.gseg(t)) // 3 >= int(grown.S.M[room]) > 66      # grown, and room for the last request

@@ -22,6 +22,9 @@ import cluster_sim
 from cluster_sim.config import HardwareConfig
 from cluster_sim.engine import PARTLY_COMPILED, SUPPORTED_POLICIES, CompiledNode
 from cluster_sim.fleet import NodeRunner
+from cluster_sim.policies.oracle_admission.engine import Adapter as HindsightAdapter
+from cluster_sim.policies.gandalf import layout as GL
+from cluster_sim.policies.gandalf.engine import CapacityAware as GandalfAdapter
 from cluster_sim.policies.base import parse_params
 from conftest import MOONCAKE, needs_mooncake
 from simhelpers import assert_runs_identical, trace_from_paths
@@ -161,12 +164,12 @@ def test_compiled_policy_is_the_interpreted_policy(policy, base, w, data):
         tr = _with_categories(tr, data.draw(st.integers(0, 2**16), label="category_seed"))
     if policy == "gandalf":
         tr = _with_sessions(tr, data.draw(st.integers(0, 2**16), label="session_seed"))
-    saved = CompiledNode._gd_rows
-    CompiledNode._gd_rows = 1 if small else saved        # gandalf's heap tables grow on the way
+    saved = GandalfAdapter.rows
+    GandalfAdapter.rows = 1 if small else saved        # gandalf's heap tables grow on the way
     try:
         assert_same(*run_both(tr, policy, params, model, _hw(caps), **kw))
     finally:
-        CompiledNode._gd_rows = saved
+        GandalfAdapter.rows = saved
 
 
 FTL_SETTINGS = [("lru", {})] + SETTINGS
@@ -293,11 +296,11 @@ def test_multi_tier_admissions_and_evictions_are_identical(policy, params, model
         # its windows of references were counted alike on both engines; with a short window they
         # closed, and the estimate left its prior
         ref, node = a[2].node.policy, b[2].node
-        Q = node._gseg("PQ")
+        Q = node.adapter.gseg("PQ")
         nb = len(ref.pop_n)
-        assert Q[node.J.PQ_N:node.J.PQ_N + nb].tolist() == ref.pop_n
-        assert Q[node.J.PQ_R:node.J.PQ_R + nb].tolist() == ref.pop_r
-        assert node._gseg("POPP").tolist() == ref.pop_p
+        assert Q[GL.PQ_N:GL.PQ_N + nb].tolist() == ref.pop_n
+        assert Q[GL.PQ_R:GL.PQ_R + nb].tolist() == ref.pop_r
+        assert node.adapter.gseg("POPP").tolist() == ref.pop_p
         if "tau_s" in params:            # (the default window, an hour, outlasts this stream)
             assert sum(ref.pop_n) > 0 and sum(ref.pop_r) > 0 and ref.pop_p != [0.5] * nb
     s = a[0]
@@ -514,20 +517,20 @@ def test_oracle_outcome_log_growth_and_overflow_change_nothing(w):
     # is then rerun with a larger log); the outcomes, and so every result, must not change
     paths, model, ct, caps, counted, small = w
     tr = trace_from_paths(paths, chunk_tokens=ct, arrivals=np.arange(len(paths)) * 1e-4)
-    saved = CompiledNode._out_room
-    CompiledNode._out_room = 1
+    saved = HindsightAdapter.out_room
+    HindsightAdapter.out_room = 1
     try:
         assert_same(*run_both(tr, "oracle_admission", {"passes": 3}, model, _hw(caps)))
     finally:
-        CompiledNode._out_room = saved
+        HindsightAdapter.out_room = saved
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_oracle_outcome_log_overflow_on_small_streams(seed):
     tr, model, hw = _small_stream(seed)
-    saved = CompiledNode._out_room
-    CompiledNode._out_room = 1
+    saved = HindsightAdapter.out_room
+    HindsightAdapter.out_room = 1
     try:
         assert_same(*run_both(tr, "oracle_admission", {"passes": 3}, model, hw))
     finally:
-        CompiledNode._out_room = saved
+        HindsightAdapter.out_room = saved

@@ -16,7 +16,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "cluster_sim"
 
 ENGINE_CORE = tuple(f"cluster_sim.engine.{m}" for m in
-                    ("hooks", "layout", "queue", "residency", "walk", "cascade", "step", "_jit"))
+                    ("hooks", "layout", "adapter", "queue", "residency", "walk", "cascade", "step", "_jit"))
 
 # lowest first; a module's layer is that of its longest matching prefix
 LAYERS: list[tuple[str, ...]] = [

@@ -90,8 +90,8 @@ def _heap_compact(S, t):
 
 @njit(cache=True, inline="always")
 def _heap_push(S, t, s, p):
-    """Push (key ``s``, payload ``p``) on tier ``t``'s heap, ordered by (key, payload): lru's keys
-    (stamps) are unique, lru_k's ties are broken by the payload as its heap of tuples breaks them."""
+    """Push (key ``s``, payload ``p``) on tier ``t``'s heap, ordered by (key, payload): the touch
+    log's keys (stamps) are unique, a keyed queue's ties are broken by the payload as a heap of tuples breaks them."""
     _heap_push_a(S.heap_s, S.heap_p, S.hn, S.hcap, S.hoff[t], t, s, p)
 
 

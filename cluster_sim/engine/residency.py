@@ -52,7 +52,7 @@ from .queue import (
 
 @njit(cache=True, inline="always")
 def _next_use(S, p):
-    """The hindsight policies (oracle, oracle_admission): the next request of the node's stream
+    """The hindsight facility (a policy with the node's future stream): the next request of the node's stream
     using payload ``p`` (M_NFUT: none)."""
     return S.PX[S.M[M_O_NST if p & 1 else M_O_NFA] + (p >> 1)]
 

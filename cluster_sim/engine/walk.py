@@ -137,7 +137,7 @@ def _walk(S, t, need, action, out, acts):
     ``action``: DROP or DEMOTE (every victim); DECIDE (``lru_select(action=callable,
     drop_fallback=DEMOTE)``): the policy's :func:`_decide` per victim, and a victim it would drop
     whose last copy may not go (prefix closure) is demoted instead of passed over; GATE or
-    GATE_FORCE (``write_through.gated_select``): in DRAM with an SSD a victim is demoted when it
+    GATE_FORCE (the interpreted ``gated_select``): in DRAM with an SSD a victim is demoted when it
     has a valid SSD copy or the policy admits it (:func:`_admit`), else dropped.
 
     The gated walk is the one extension of the walk (its semantics differ from lru_select's, so

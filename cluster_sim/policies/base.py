@@ -133,6 +133,10 @@ class Policy:
     leaf_event_tiers = (0, 1, 2)     # tiers (HBM, DRAM, SSD) whose on_leaf events the policy uses
     uses_admit_on_insert = False     # set True if admit_on_insert may return True
     needs_future = False             # hindsight policies only
+    #: the settings of this policy the compiled engine's warm-up builds and its identity tests run,
+    #: as parameter mappings (``{}``: the defaults); None: the defaults alone. A policy compiled in
+    #: some settings only lists them (the rest runs interpreted: :meth:`compiled_unsupported`)
+    compiled_settings: tuple | None = None
 
     @classmethod
     def kernels_module(cls, params) -> str | None:
@@ -145,6 +149,29 @@ class Policy:
             return name if importlib.util.find_spec(name) is not None else None
         except ImportError:
             return None
+
+    @classmethod
+    def engine_adapter(cls, params) -> type:
+        """The class of this policy's Python side on the compiled engine for these parameters
+        (:class:`cluster_sim.engine.adapter.Adapter`: its meta slots, arrays, growth between requests
+        and counters): ``engine.py`` beside the policy's module, its function ``adapter(params)`` or its
+        class ``Adapter``; the engine's default (LRU's: no arrays, LRU's counters) when there is none."""
+        import importlib.util
+        from ..engine.adapter import Adapter
+        name = cls.__module__ + ".engine"
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:
+            found = False
+        if not found:
+            return Adapter
+        mod = importlib.import_module(name)
+        pick = getattr(mod, "adapter", None)
+        klass = pick(params) if callable(pick) else getattr(mod, "Adapter", None)
+        if not (isinstance(klass, type) and issubclass(klass, Adapter)):
+            raise RegistryError(f"policy {cls.name!r}: {name} has no engine Adapter (a subclass of "
+                                "cluster_sim.engine.adapter.Adapter named Adapter, or a function adapter(params))")
+        return klass
 
     @classmethod
     def compiled_unsupported(cls, params) -> str | None:
@@ -391,7 +418,7 @@ def register(name: str, target: str) -> None:
     _REGISTRY[name] = target
 
 
-for _name, _target in (
+_BUILTINS = (
     ("lru", "cluster_sim.policies.lru:LRUPolicy"),
     ("gandalf", "cluster_sim.policies.gandalf:GandalfPolicy"),
     ("write_through", "cluster_sim.policies.write_through:WriteThroughPolicy"),
@@ -403,8 +430,14 @@ for _name, _target in (
     ("dynamic_random", "cluster_sim.policies.dynamic_random:DynamicRandomPolicy"),
     ("oracle", "cluster_sim.policies.oracle:OraclePolicy"),
     ("oracle_admission", "cluster_sim.policies.oracle_admission:OracleAdmissionPolicy"),
-):
+)
+for _name, _target in _BUILTINS:
     register(_name, _target)
+
+
+def builtin_policies() -> tuple[str, ...]:
+    """The policies this package ships, in registration order (plugins' are not among them)."""
+    return tuple(n for n, _ in _BUILTINS)
 
 
 #: the entry-point group through which an installed package adds policies: ``name = "module:Class"``

@@ -5,9 +5,21 @@ import numpy as np
 from numba import njit
 
 from ...engine._jit import (
-    DAY,
     DRAM,
     DROP,
+    GATE,
+    M_CAP2,
+    M_FX_CAP,
+    M_LO,
+    M_GROW,
+    M_O_A,
+    M_USED0,
+    M_USED1,
+    SSD,
+    _psize,
+)
+from .layout import (
+    DAY,
     FX_BITLEN_BASE,
     FX_CW,
     FX_DECAY,
@@ -23,12 +35,8 @@ from ...engine._jit import (
     FX_TARGET,
     FX_UB,
     F_DRC,
-    GATE,
     GROW_DR,
-    M_CAP2,
     M_CAP_DEC,
-    M_DR_CAP,
-    M_DR_LO,
     M_DR_ND,
     M_DR_ROOM,
     M_DR_SEL,
@@ -36,11 +44,7 @@ from ...engine._jit import (
     M_DR_U0,
     M_DR_UI,
     M_DR_UN,
-    M_GROW,
-    M_O_A,
     M_O_DEC,
-    M_USED0,
-    M_USED1,
     PK_DR_ADM,
     PK_DR_ADM_B,
     PK_DR_REJ,
@@ -48,8 +52,6 @@ from ...engine._jit import (
     PK_DR_UPDATES,
     PK_DR_WRITTEN,
     PK_DR_WRITTEN_LAST,
-    SSD,
-    _psize,
 )
 
 
@@ -129,7 +131,7 @@ def _dr_draw(S):
     i = M[M_DR_UI]
     n = M[M_DR_UN]
     if i >= n:
-        if FX_UB + n + 1024 > M[M_DR_CAP]:    # room is kept before each request (replay)
+        if FX_UB + n + 1024 > M[M_FX_CAP]:    # room is kept before each request (replay)
             raise RuntimeError("cluster_sim engine: dynamic_random's draw buffer is full")
         FX[FX_UB + n:FX_UB + n + 1024] = S.rng.random(1024)
         M[M_DR_UN] = n + 1024
@@ -218,9 +220,9 @@ def before_request(S, j, i, m, arrival, R):
     # a selection's draws and decisions: at most 4 per candidate (every payload in DRAM or
     # HBM, and this request's), the buffer at most 5119 draws at a selection's start
     M = S.M
-    room = 4 * ((M[M_USED0] + M[M_USED1]) // M[M_DR_LO] + 2 * m + 2) + 64
+    room = 4 * ((M[M_USED0] + M[M_USED1]) // M[M_LO] + 2 * m + 2) + 64
     M[M_DR_ROOM] = room
-    if M[M_DR_CAP] < FX_UB + 6144 + room or M[M_CAP_DEC] < room:
+    if M[M_FX_CAP] < FX_UB + 6144 + room or M[M_CAP_DEC] < room:
         M[M_GROW] |= GROW_DR
 
 

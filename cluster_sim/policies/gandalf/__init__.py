@@ -117,6 +117,9 @@ class GandalfPolicy(Policy):
     name = "gandalf"
     Params = GandalfParams
 
+    #: compiled in these settings (and the others its compiled_unsupported allows); the rest interpreted
+    compiled_settings = ({"placement": "strict"}, {"reuse": "rate"}, {"reuse": "population"}, {})
+
     @classmethod
     def kernels_module(cls, params) -> str:
         """placement=strict (the paper's rule alone) has kernels of its own: no cost model."""

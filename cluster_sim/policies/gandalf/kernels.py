@@ -9,6 +9,27 @@ from ...engine._jit import (
     DECIDE,
     DRAM,
     DROP,
+    M_CAP2,
+    M_LO,
+    M_FAB,
+    M_GROW,
+    M_SEQ,
+    M_SHORT,
+    M_USED0,
+    M_USED1,
+    M_USED2,
+    R_STOP,
+    R_SUB,
+    R_TID,
+    R_TURN,
+    SSD,
+    _bit,
+    _leaf_climb,
+    borrow,
+    inserted_payload,
+    seg_view,
+)
+from .layout import (
     GD_GEN_LIMIT,
     GF0,
     GF_CRC,
@@ -98,18 +119,9 @@ from ...engine._jit import (
     GX_SUB,
     GX_TID,
     GX_TURN,
-    M_CAP2,
-    M_DR_LO,
-    M_FAB,
     M_GD_CROOM,
     M_GD_HELD,
     M_GD_ROOM,
-    M_GROW,
-    M_SEQ,
-    M_SHORT,
-    M_USED0,
-    M_USED1,
-    M_USED2,
     PQ_N,
     PQ_BUCKETS,
     PQ_R,
@@ -123,19 +135,12 @@ from ...engine._jit import (
     RS_LASTEV,
     RS_LOGAGE,
     RS_NOW,
-    R_STOP,
-    R_SUB,
-    R_TID,
-    R_TURN,
-    SSD,
-    _bit,
-    _leaf_climb,
-    borrow,
-    inserted_payload,
-    seg_view,
 )
 from .. import _gandalf_jit as GJ
 from .. import _reuse_jit as RJ
+
+#: modules of kernels these call that do not take the engine state (the build digests and caches them)
+HELPERS = ("cluster_sim.policies._gandalf_jit", "cluster_sim.policies._reuse_jit")
 
 assert GJ._BUCKETS == PQ_BUCKETS, "the engine's heap layout has room for Gandalf's buckets"
 
@@ -596,10 +601,10 @@ def before_request(S, j, i, m, arrival, R):
     # DRAM, which a request fills only from the HBM and with its own (loads and inserts of its
     # own chunks), never from the SSD's other residents. At most every payload, in either.
     np2 = len(S.res)
-    held = min((M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_DR_LO] + 2 * m + 4, np2)
+    held = min((M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_LO] + 2 * m + 4, np2)
     room = 2 * held + 66
     M[M_GD_ROOM] = room
-    M[M_GD_CROOM] = 2 * min((M[M_USED0] + M[M_USED1]) // M[M_DR_LO] + 2 * m + 4, np2) + 66
+    M[M_GD_CROOM] = 2 * min((M[M_USED0] + M[M_USED1]) // M[M_LO] + 2 * m + 4, np2) + 66
     if ((S.PX[GF0 + GF_CST + 1] - S.PX[GF0 + GF_CST]) // 3 < M[M_GD_CROOM]
             or (S.PX[GF0 + GF_SST + 1] - S.PX[GF0 + GF_SST]) // 3 < room):
         M[M_GROW] |= GROW_GD

@@ -10,6 +10,10 @@ from ...engine._jit import (
     DROP,
     M_CAP2,
     M_O_G,
+    _request_write,
+    inserted_payload,
+)
+from .layout import (
     PK_G_DROPS_FA,
     PK_G_DROPS_STATE,
     PK_G_MOVES_FA,
@@ -19,8 +23,6 @@ from ...engine._jit import (
     PK_G_NDEM,
     PK_G_NDEM2,
     PK_G_SSD_EV,
-    _request_write,
-    inserted_payload,
 )
 
 

@@ -3,7 +3,14 @@ decay, kept in PX at M_O_A (heat) and M_O_B (the request that last referenced a 
 victims go down a gated walk that admits a payload whose heat reached ceil(F) (M_THRESH)."""
 from numba import njit
 
-from ...engine._jit import GATE, M_O_A, M_O_B, M_SEQ, M_THRESH, inserted_payload
+from ...engine._jit import (
+    GATE,
+    M_O_A,
+    M_O_B,
+    M_SEQ,
+    M_THRESH,
+    inserted_payload,
+)
 
 
 @njit(cache=True, inline="always")

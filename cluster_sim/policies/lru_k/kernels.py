@@ -12,6 +12,13 @@ from ...engine._jit import (
     GATE,
     HBM,
     K_HEAP_COMPACTIONS,
+    M_SEQ,
+    _bit,
+    _heap_pop,
+    _heap_push,
+    inserted_payload,
+)
+from .layout import (
     LK_CAN1,
     LK_CAN2,
     LK_GNEXT,
@@ -29,7 +36,6 @@ from ...engine._jit import (
     M_O_LK,
     M_O_PEND,
     M_PENDN,
-    M_SEQ,
     PK_FORGOTTEN,
     PK_GHOST_HITS,
     PK_REFS,
@@ -37,10 +43,6 @@ from ...engine._jit import (
     ST_GHOST,
     ST_MINE,
     ST_NONE,
-    _bit,
-    _heap_pop,
-    _heap_push,
-    inserted_payload,
 )
 
 

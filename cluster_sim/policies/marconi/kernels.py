@@ -5,7 +5,6 @@ from numba import njit
 
 from ...engine._jit import (
     DECIDE,
-    GROW_MC_TUNE,
     F_ADM,
     F_HIT,
     K_ADM_HIT_FA,
@@ -19,7 +18,13 @@ from ...engine._jit import (
     M_SHORT,
     M_USED0,
 )
+from .layout import (
+    GROW_MC_TUNE,
+)
 from . import tree as MC
+
+#: modules of kernels these call that do not take the engine state (the build digests and caches them)
+HELPERS = ("cluster_sim.policies.marconi.tree", "cluster_sim.policies._marconi_jit")
 
 assert (MC.M_FAB, MC.M_USED0, MC.M_LEFT0, MC.M_LEFTN0, MC.K_ADM_HIT_FA, MC.K_ADM_HIT_STATE, MC.F_ADM, MC.F_HIT) == \
     (M_FAB, M_USED0, M_LEFT0, M_LEFTN0, K_ADM_HIT_FA, K_ADM_HIT_STATE, F_ADM, F_HIT), "tree.py's slots are the engine's"

@@ -34,7 +34,7 @@ from .. import _marconi_jit as MJ
 HBM, DRAM, SSD = 0, 1, 2
 DROP, DEMOTE = 0, 1
 # the engine's meta slots, counters and flags this module writes (_jit asserts they are its own)
-M_FAB, M_USED0, M_LEFT0, M_LEFTN0 = 10, 3, 18, 21
+M_FAB, M_USED0, M_LEFT0, M_LEFTN0 = 10, 3, 17, 20
 K_ADM_HIT_FA, K_ADM_HIT_STATE = 4, 5
 F_ADM, F_HIT = 1, 2
 

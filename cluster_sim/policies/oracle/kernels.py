@@ -10,42 +10,25 @@ from ...engine._jit import (
     DEMOTE,
     DRAM,
     DROP,
-    F_HELD,
     HBM,
     M_CAP0,
     M_CAP2,
-    M_DR_LO,
+    M_LO,
     M_GROW,
     M_NFUT,
-    M_OR_FARANK,
-    M_OR_FTOT,
-    M_OR_NSZ,
-    M_OR_SPATH,
     M_O_A,
     M_O_B,
-    M_O_FEN,
-    M_O_FK,
     M_O_FNFA,
     M_O_FNST,
     M_O_FOFF,
     M_O_G,
     M_O_NFA,
     M_O_NST,
-    M_O_SU,
-    M_O_SZR,
     M_SEQ,
     M_SHORT,
     M_USED0,
     M_USED1,
     M_USED2,
-    PK_OR_FAILED,
-    PK_OR_FORCED,
-    PK_OR_NEVER,
-    PK_OR_NO_ROOM,
-    PK_OR_OTHER,
-    PK_OR_SSD_EV,
-    PK_OR_SSD_NEVER,
-    PK_OR_WRITTEN,
     SSD,
     _bit,
     _chain_credit,
@@ -56,6 +39,25 @@ from ...engine._jit import (
     _heap_rebuild,
     _next_use,
     _psize,
+)
+from .layout import (
+    F_HELD,
+    M_OR_FARANK,
+    M_OR_FTOT,
+    M_OR_NSZ,
+    M_OR_SPATH,
+    M_O_FEN,
+    M_O_FK,
+    M_O_SU,
+    M_O_SZR,
+    PK_OR_FAILED,
+    PK_OR_FORCED,
+    PK_OR_NEVER,
+    PK_OR_NO_ROOM,
+    PK_OR_OTHER,
+    PK_OR_SSD_EV,
+    PK_OR_SSD_NEVER,
+    PK_OR_WRITTEN,
 )
 
 
@@ -390,7 +392,7 @@ def before_request(S, j, i, m, arrival, R):
     # its queues gain, within one request, an entry per payload that enters or re-keys and
     # per leaf event and victim: at most four per resident payload and path chunk
     M = S.M
-    room = 4 * ((M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_DR_LO] + 3 * m + 4) + 64
+    room = 4 * ((M[M_USED0] + M[M_USED1] + M[M_USED2]) // M[M_LO] + 3 * m + 4) + 64
     for t in range(1, 3):
         if M[M_CAP0 + t] > 0 and S.hn[t] + room > S.hcap[t]:
             _heap_compact(S, t)

@@ -9,7 +9,6 @@ from ...engine._jit import (
     DEMOTE,
     DRAM,
     DROP,
-    F_OHIT,
     M_CAP2,
     M_CAP_OUT,
     M_HAS_LABELS,
@@ -27,12 +26,15 @@ from ...engine._jit import (
     M_O_NST,
     M_O_OUT,
     M_SEQ,
+    SSD,
+    _next_use,
+)
+from .layout import (
+    F_OHIT,
     PK_ADMITTED,
     PK_FORCED,
     PK_NEVER_USED,
     PK_UNUSED_BEFORE,
-    SSD,
-    _next_use,
 )
 
 

@@ -10,26 +10,37 @@ from ...engine._jit import (
     DEMOTE,
     DRAM,
     DROP,
-    FXW_LT,
-    FXW_NOW,
-    FXW_THETA,
     F_WCH,
     F_WSK,
-    GROW_WAH,
     HBM,
     M_CAP2,
-    M_DR_LO,
+    M_LO,
     M_GROW,
     M_O_A,
     M_O_G,
-    M_O_WC,
-    M_O_WK,
-    M_O_WQ,
     M_SEQ,
     M_SHORT,
     M_USED0,
     M_USED1,
     M_USED2,
+    SSD,
+    _bit,
+    _chain_credit_a,
+    _heap_compact,
+    _heap_pop_a,
+    _heap_push_a,
+    _heap_rebuild,
+    _psize_a,
+    inserted_payload,
+)
+from .layout import (
+    FXW_LT,
+    FXW_NOW,
+    FXW_THETA,
+    GROW_WAH,
+    M_O_WC,
+    M_O_WK,
+    M_O_WQ,
     M_WA_CAT,
     M_WA_FIT,
     M_WA_NCAT,
@@ -43,16 +54,7 @@ from ...engine._jit import (
     PK_WA_REQUEUED,
     PK_WA_SCORED,
     PK_WA_SSD_EV,
-    SSD,
     WA_H0,
-    _bit,
-    _chain_credit_a,
-    _heap_compact,
-    _heap_pop_a,
-    _heap_push_a,
-    _heap_rebuild,
-    _psize_a,
-    inserted_payload,
 )
 
 
@@ -366,9 +368,9 @@ def before_request(S, j, i, m, arrival, R):
     # a category queue gains, within one request, an entry per payload that enters its tier,
     # moves to it or is re-filed in it: bounded by the payloads above the SSD (entering; back
     # from an undone demotion; re-filed), the tier's own (re-filed) and the request's
-    above = (M[M_USED0] + M[M_USED1]) // M[M_DR_LO]
+    above = (M[M_USED0] + M[M_USED1]) // M[M_LO]
     M[M_WA_ROOM1] = 3 * above + 8 * m + 64
-    M[M_WA_ROOM2] = 3 * above + M[M_USED2] // M[M_DR_LO] + 8 * m + 64
+    M[M_WA_ROOM2] = 3 * above + M[M_USED2] // M[M_LO] + 8 * m + 64
     for h in range(WA_H0, WA_H0 + 2 * M[M_WA_NCAT]):
         room = M[M_WA_ROOM1] if (h - WA_H0) % 2 == 0 else M[M_WA_ROOM2]
         if S.hn[h] + room > S.hcap[h] or 2 * S.hn[h] > S.hcap[h]:

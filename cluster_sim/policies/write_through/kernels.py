@@ -4,8 +4,22 @@ DRAM without an SSD copy asks for its write once its count reaches the threshold
 the DRAM victims go down a gated walk that admits those whose write is still queued."""
 from numba import njit
 
-from ...engine._jit import (DRAM, GATE, M_CAP1, M_CAP2, M_O_A, M_O_B, M_SEQ, M_THRESH, PK_HITS_COUNTED, SSD,
-                            _bit, _request_write)
+from ...engine._jit import (
+    DRAM,
+    GATE,
+    M_CAP1,
+    M_CAP2,
+    M_O_A,
+    M_O_B,
+    M_SEQ,
+    M_THRESH,
+    SSD,
+    _bit,
+    _request_write,
+)
+from .layout import (
+    PK_HITS_COUNTED,
+)
 
 
 @njit(cache=True, inline="always")
