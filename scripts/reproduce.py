@@ -54,7 +54,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "hp1": ("HotPrefix", "F=1"), "hp2": ("HotPrefix", "F=2"), "hp10": ("HotPrefix", "F=10"),
     "mar0": ("Marconi", "α=0"), "mar1": ("Marconi", "α=1"), "marA": ("Marconi", "α=auto"),
     "wa": ("Workload-aware", ""), "dr": ("DynamicRandom", ""), "oracle": ("oracle", ""),
-    "oadm": ("oracle_admission", ""),
+    "oadm": ("oracle_admission", ""), "kvbm": ("KVBM filter", "count ≥ 2"),
     # the product's default gandalf (reuse=hints, objective=chunks); the g* points are the paper's
     "gd": ("gandalf (default)", "α=1, hints"),
 }
@@ -144,13 +144,13 @@ def plan(mode: str) -> Plan:
         P.add("models", "moon", ["lruk2", "hp2", "g1"], model="nemotron_h_8b")
         P.add("models", "moon", ["lruk2", "hp2", "g1"])
         return P
-    base = ["lru", "lruk1", "lruk2", "lruk3", "hp1", "hp2", "hp10", "mar0", "mar1", "marA", "wa", "dr", "oracle",
-            "oadm", "gd"]
+    base = ["lru", "lruk1", "lruk2", "lruk3", "hp1", "hp2", "hp10", "mar0", "mar1", "marA", "wa", "dr", "kvbm",
+            "oracle", "oadm", "gd"]
     g_moon = ["g0", "g1", "g4", "g16", "g64", "g1t60", "g1t3600", "gp0", "gp1", "gp4", "gp16", "gp64"]
     g_weka = ["g0", "g1", "g4", "g16", "g64", "g1t60", "g1t3600", "gp1", "gp16"]
     for t, gs in (("moon", g_moon), ("weka", g_weka)):
         P.add("e2e", t, base + gs)                                                 # §5.2, §5.4, §5.6, §5.8
-        P.add("e2e", t, ["lru", "lruk2", "lruk3", "hp2", "hp10", "mar0", "oracle", "oadm", "gd", "g0", "g1", "g4",
+        P.add("e2e", t, ["lru", "lruk2", "lruk3", "hp2", "hp10", "mar0", "kvbm", "oracle", "oadm", "gd", "g0", "g1", "g4",
                          "g16", "g64", "gp1"], SIZINGS["r40"])
         for sz in ("a10", "a40"):
             P.add("e2e", t, ["lru", "lruk2", "hp2", "hp10", "oracle", "g1", "g16", "gp1"], SIZINGS[sz])

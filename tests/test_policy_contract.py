@@ -38,6 +38,7 @@ VARIANTS = {
     "hot_prefix": [{"f": 1}, {"f": 3, "half_life_s": 2.0}, {"f": 2, "eviction": "heat"},
                    {"f": 2, "eviction": "heat", "half_life_s": 3.0}],
     "write_through_selective": [{"threshold": 1}, {"threshold": 3}],
+    "kvbm_filter": [{"threshold": 1}, {"threshold": 3, "decay_s": 2.0, "max_entries": 5}],
     "dynamic_random": [{"target_bytes_per_day": "50GB", "update_interval_s": 2},
                        {"target_bytes_per_day": "1GB", "update_interval_s": 1, "probability_seed": 0.05,
                         "size_decay": 0.3, "prob_factor_min": 1e-4}],

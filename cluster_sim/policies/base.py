@@ -430,6 +430,7 @@ _BUILTINS = (
     ("dynamic_random", "cluster_sim.policies.dynamic_random:DynamicRandomPolicy"),
     ("oracle", "cluster_sim.policies.oracle:OraclePolicy"),
     ("oracle_admission", "cluster_sim.policies.oracle_admission:OracleAdmissionPolicy"),
+    ("kvbm_filter", "cluster_sim.policies.kvbm_filter:KvbmFilterPolicy"),
 )
 for _name, _target in _BUILTINS:
     register(_name, _target)

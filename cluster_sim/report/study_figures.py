@@ -16,7 +16,8 @@ def _plt_study():
 
 
 FAM_STYLE = {"LRU": ("C0", "s"), "LRU-K": ("C1", "^"), "HotPrefix": ("C2", "v"), "Marconi": ("C4", "D"),
-             "Workload-aware": ("C5", "P"), "DynamicRandom": ("C7", "X"), "oracle": ("k", "*"),
+             "Workload-aware": ("C5", "P"), "DynamicRandom": ("C7", "X"), "KVBM filter": ("C8", "p"),
+             "oracle": ("k", "*"),
              "gandalf": ("C3", "o"), "gandalf (population)": ("C6", "o"), "gandalf (variant)": ("C9", "h")}
 
 
