@@ -44,8 +44,10 @@ PARAMS = {
     "oracle_admission": {"passes": [1, 2, 3, 4]},
     "oracle": {"fa_use": ["path", "hit"], "state_use": ["resume", "path"]},
     "write_through_selective": {"threshold": [1, 2, 3]},
-    "lru_k": {"k": [1, 2, 3], "ghost": [0.0, 0.3, 1.0, 2.0]},
-    "hot_prefix": {"f": [0, 1, 2, 2.5, 10]},
+    "lru_k": {"k": [1, 2, 3], "ghost": [0.0, 0.3, 1.0, 2.0], "crp": ["request", "request", 0.0, 1e-4, 5e-4]},
+    "hot_prefix": {"f": [0, 1, 2, 2.5, 10], "half_life_s": [None, None, 1e-4, 5e-4, 600.0]},
+    # decay rounds and oversize prunes on the random workloads' time scale (arrivals 1e-4 s apart)
+    "kvbm_filter": {"threshold": [1, 2, 3, 5], "decay_s": [1e-4, 3e-4, 600.0], "max_entries": [1, 4, 1_000_000]},
     # a budget small enough that the factor falls and rejections (hence draws and rewinds) happen
     "dynamic_random": {"target_bytes_per_day": [1, 10**9, None], "update_interval_s": [0.5, 60.0],
                        "size_decay": [0.0, 0.3], "probability_seed": [1.0, 0.2]},
@@ -78,7 +80,12 @@ CASES = SETTINGS + [("gandalf", {"reuse": "rate", "alpha": 0.0}),
                    ("gandalf", {"reuse": "population", "tau_s": 0.02, "objective": "dollars"}),
                    ("gandalf", {"refit_requests": 20}),
                    ("gandalf", {"refit_requests": 50, "objective": "dollars", "victim_loss": "shadow_price"})] + [("lru_k", {"k": 1}), ("lru_k", {"k": 3}), ("lru_k", {"k": 2, "ghost": 0.05}),
+                                         ("lru_k", {"k": 2, "crp": 0.015}), ("lru_k", {"k": 3, "crp": 0.0, "ghost": 0.3}),
                                          ("hot_prefix", {"f": 1}), ("hot_prefix", {"f": 10}),
+                                         ("hot_prefix", {"f": 1.5, "half_life_s": 0.02}),
+                                         ("hot_prefix", {"f": 2, "half_life_s": 600.0}),
+                                         ("kvbm_filter", {"decay_s": 0.02}), ("kvbm_filter", {"max_entries": 3}),
+                                         ("kvbm_filter", {"threshold": 4, "decay_s": 0.05, "max_entries": 6}),
                                          ("dynamic_random", {"target_bytes_per_day": 10**6, "update_interval_s": 1.0}),
                                          ("dynamic_random", {"probability_seed": 0.05, "size_decay": 0.3}),
                                          ("oracle", {"fa_use": "hit"}), ("oracle", {"state_use": "path"}),
@@ -470,8 +477,6 @@ def test_auto_runs_the_compiled_policies_on_numba():
 
 
 @pytest.mark.parametrize("policy,params,why", [
-    ("lru_k", {"crp": 1.0}, "crp"),
-    ("hot_prefix", {"half_life_s": 600}, "half_life_s"),
     ("hot_prefix", {"eviction": "heat"}, "eviction"),
     ("gandalf", {"reuse": "learned"}, "reuse"),
     ("gandalf", {"reuse": "rate", "wear_price": "budget_pressure"}, "wear_price"),

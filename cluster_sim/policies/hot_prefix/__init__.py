@@ -50,8 +50,6 @@ class HotPrefixPolicy(Policy):
 
     @classmethod
     def compiled_unsupported(cls, params) -> str | None:
-        if params.half_life_s is not None:
-            return "hot_prefix with a decaying heat (policy.half_life_s) is not compiled (float exp2 / log2 keys)"
         if params.eviction != "lru":
             return "hot_prefix with policy.eviction=heat is not compiled"
         return super().compiled_unsupported(params)

@@ -124,12 +124,6 @@ class LRUKPolicy(Policy):
     wants_residency_events = True
     leaf_event_tiers = ()          # no on_leaf
 
-    @classmethod
-    def compiled_unsupported(cls, params) -> str | None:
-        if params.crp != "request":
-            return "policy.crp in seconds is not compiled (only crp=request)"
-        return super().compiled_unsupported(params)
-
     def __init__(self, params=None, /, **kw):
         super().__init__(params, **kw)
         p = self.params

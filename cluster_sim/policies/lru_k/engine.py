@@ -18,7 +18,8 @@ class Adapter(_Base):
         J, p = self.node.J, self.node.params
         K = int(p.k)
         M[L.M_LK_K] = K
-        M[L.M_LK_Q] = K + L.LK_FIELDS
+        M[L.M_LK_SECONDS] = int(p.crp != "request")
+        M[L.M_LK_Q] = K + L.LK_FIELDS + int(p.crp != "request")
         M[L.M_GHEAD] = M[L.M_GTAIL] = -1
         M[L.M_CAPP] = sum(ctx.caps) // max(ctx.fab, 1)
         M[L.M_GHOST_F:L.M_GHOST_F + 1].view(np.float64)[0] = float(p.ghost)
@@ -26,10 +27,18 @@ class Adapter(_Base):
     def segments(self, ctx) -> dict:
         J = self.node.J
         U, K = ctx.U, int(self.node.params.k)
-        rec = np.full((2 * U, K + L.LK_FIELDS), -1, dtype=np.int64)
+        rec = np.full((2 * U, K + L.LK_FIELDS + int(self.node.params.crp != "request")), -1, dtype=np.int64)
         rec[:, K + L.LK_LS] = L.ST_NONE        # LAST's request 0, status none (packed: _jit.LK_LS)
         return {"LK": rec.reshape(-1), "W": np.full(U, -1, dtype=np.int64),
                 "PEND": np.zeros(ctx.maxd + 2, dtype=np.int64)}
+
+    def floats(self, ctx) -> np.ndarray | None:
+        p = self.node.params
+        if p.crp == "request":
+            return None
+        FX = np.full(L.FX_LT0 + 2 * ctx.U, -np.inf, dtype=np.float64)     # LAST's time: never
+        FX[L.FX_NOW], FX[L.FX_CRP] = 0.0, float(p.crp)
+        return FX
 
     def before_replay(self, offsets, idx, reqs, R) -> None:
         if not len(idx):

@@ -19,11 +19,15 @@ from ...engine._jit import (
     inserted_payload,
 )
 from .layout import (
+    FX_CRP,
+    FX_LT0,
+    FX_NOW,
     LK_CAN1,
     LK_CAN2,
     LK_GNEXT,
     LK_GPREV,
     LK_LS,
+    LK_LSTAMP,
     M_CAPP,
     M_CAP_PEND,
     M_GHEAD,
@@ -32,6 +36,7 @@ from .layout import (
     M_GTAIL,
     M_LK_K,
     M_LK_Q,
+    M_LK_SECONDS,
     M_NRES,
     M_O_LK,
     M_O_PEND,
@@ -175,6 +180,9 @@ def _ghost_trim(S):
         for i in range(K):
             S.PX[b + i] = -1
         S.PX[f + LK_LS] = ST_NONE        # LAST's request 0, status none
+        if M[M_LK_SECONDS] != 0:
+            S.PX[f + LK_LSTAMP] = -1
+            S.FX[FX_LT0 + p] = -np.inf
         S.K[PK_FORGOTTEN] += 1
 
 
@@ -207,16 +215,31 @@ def _lk_gone(S, p):
 
 @njit(cache=True)
 def _lk_reference(S, p, seq):
-    """``LRUKPolicy._reference`` of one payload (crp = request): a reference in a new request
-    shifts the history and sets HIST(p, 1) to the payload's stamp; every one sets LAST."""
+    """``LRUKPolicy._reference`` of one payload. With crp = request a reference in a new request is
+    uncorrelated: it shifts the history and sets HIST(p, 1) to the payload's stamp. With crp in
+    seconds one more than crp seconds after LAST is, and the older stamps shift by the correlated
+    span (LAST's stamp - HIST(p, 1)). Every reference sets LAST."""
     b = _lk(S, p)
     K = S.M[M_LK_K]
     f = b + K
-    if (S.PX[f + LK_LS] >> 2) != seq:
-        for i in range(K - 1, 0, -1):
-            S.PX[b + i] = S.PX[b + i - 1]
-        S.PX[b] = S.stamp[p]
-        S.K[PK_UNCORRELATED] += 1
+    if S.M[M_LK_SECONDS] == 0:
+        if (S.PX[f + LK_LS] >> 2) != seq:
+            for i in range(K - 1, 0, -1):
+                S.PX[b + i] = S.PX[b + i - 1]
+            S.PX[b] = S.stamp[p]
+            S.K[PK_UNCORRELATED] += 1
+    else:
+        now = S.FX[FX_NOW]
+        if (now - S.FX[FX_LT0 + p]) > S.FX[FX_CRP]:
+            h1 = S.PX[b]
+            shift = S.PX[f + LK_LSTAMP] - h1 if h1 >= 0 else 0
+            for i in range(K - 1, 0, -1):
+                x = S.PX[b + i - 1]
+                S.PX[b + i] = x + shift if x >= 0 else -1
+            S.PX[b] = S.stamp[p]
+            S.K[PK_UNCORRELATED] += 1
+        S.PX[f + LK_LSTAMP] = S.stamp[p]
+        S.FX[FX_LT0 + p] = now
     S.K[PK_REFS] += 1
     S.PX[f + LK_LS] = (seq << 2) | (S.PX[f + LK_LS] & 3)
 
@@ -284,6 +307,8 @@ def _lk_leave_many(S, was_in):
 
 @njit(cache=True, inline="always")
 def tick(S, now):
+    if S.M[M_LK_SECONDS] != 0:
+        S.FX[FX_NOW] = now
     _lk_tick(S)
 
 
@@ -345,7 +370,10 @@ def admit(S, t, p):
 @njit(cache=True, inline="always")
 def defer(S, t, p):
     """A payload referenced within the correlated-reference period (by the request being
-    processed) is considered only once every other candidate has been."""
+    processed, or with crp in seconds within crp seconds of now) is considered only once every
+    other candidate has been."""
+    if S.M[M_LK_SECONDS] != 0:
+        return S.FX[FX_NOW] - S.FX[FX_LT0 + p] <= S.FX[FX_CRP]
     return (S.PX[_lkf(S, p) + LK_LS] >> 2) == S.M[M_SEQ]
 
 

@@ -9,6 +9,11 @@ from ...engine.layout import K_P0, M_L_X1, M_O_X0, M_O_X1, M_P0
 # resident, M_CAPP the tiers' capacity in FA chunks, M_GHOST_F the float64 bits of policy.ghost, M_PENDN
 # the payloads referenced while absent (segment PEND, room M_CAP_PEND)
 (M_LK_K, M_LK_Q, M_GHEAD, M_GTAIL, M_GN, M_NRES, M_CAPP, M_GHOST_F, M_PENDN) = range(M_P0, M_P0 + 9)
+#: M_LK_SECONDS: 1 when policy.crp is in seconds: a record then has one more field (LK_LSTAMP, the stamp of
+#: LAST) and FX holds the request's time (FX_NOW), the period (FX_CRP) and per payload the time of LAST
+#: (FX_LT0 + p)
+M_LK_SECONDS = M_P0 + 9
+FX_NOW, FX_CRP, FX_LT0 = 0, 1, 2
 #: segment LK: a record per payload; PEND: the payloads a request referenced while absent
 M_O_LK, M_O_PEND, M_CAP_PEND = M_O_X0, M_O_X1, M_L_X1
 SEGMENT_NAMES = {"LK": "X0", "PEND": "X1"}
@@ -16,8 +21,8 @@ SEGMENT_NAMES = {"LK": "X0", "PEND": "X1"}
 PK_REFS, PK_UNCORRELATED, PK_GHOST_HITS, PK_FORGOTTEN = range(K_P0, K_P0 + 4)
 # the per-payload record (offsets from the start of the record, after the K history slots);
 # LK_LS packs LAST's request and the residency status: (request << 2) | status
-LK_LS, LK_GPREV, LK_GNEXT, LK_CAN1, LK_CAN2 = range(5)
-LK_FIELDS = 5
+LK_LS, LK_GPREV, LK_GNEXT, LK_CAN1, LK_CAN2, LK_LSTAMP = range(6)
+LK_FIELDS = 5                   # and LK_LSTAMP with crp in seconds
 ST_NONE, ST_MINE, ST_GHOST = 0, 1, 2
 
 # The keyed candidate queue of lru_k (policies.lru_k.KeyedTierHeap) lives in the tier's heap arrays:
