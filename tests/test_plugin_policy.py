@@ -120,6 +120,7 @@ def test_the_plugins_compiled_hooks_give_its_interpreted_run(registered):
     got = cluster_sim.run(cluster_sim.compose(base + ["cache.engine=numba"]), write=False)
     assert ref.run["engine"] == "python" and got.run["engine"] == "numba"
     assert ref.nodes[0]["policy.type_aware_lru.dram_victims_dropped"] > 0
+    assert ref.nodes[0]["policy.type_aware_lru.state_bytes_dropped"] > 0     # its own counter, via its adapter
     assert_runs_identical(ref, got)
 
 

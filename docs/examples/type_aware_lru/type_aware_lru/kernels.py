@@ -5,10 +5,14 @@ and compiles the request step with these hooks in place of the defaults, for thi
 ``action(S, t)``: the rule for tier t's victims. DECIDE asks ``decide(S, t, p)`` for each victim.
 ``S`` is the engine's state (cluster_sim.engine.layout): ``S.M`` its meta slots, ``S.K`` counters,
 ``S.PX`` / ``S.FX`` a policy's own integer / float arrays (unused here).
-``dram_victims`` counts what the interpreted policy counts, so both report the same counters."""
+``dram_victims`` counts what the interpreted policy counts, so both report the same counters: LRU's two
+(the engine's slots) and the policy's own, in the first counter slot the engine leaves to a policy
+(``K_P0``; ``engine.py`` reads it back)."""
 from numba import njit
 
-from cluster_sim.engine._jit import DECIDE, DEMOTE, DRAM, DROP, K_DRAM_DEMOTED, K_DRAM_DROPPED, M_CAP2, default_action
+from cluster_sim.engine._jit import DECIDE, DEMOTE, DRAM, DROP, K_DRAM_DEMOTED, K_DRAM_DROPPED, K_P0, M_CAP2, _psize, default_action
+
+K_STATE_BYTES_DROPPED = K_P0
 
 
 @njit(cache=True, inline="always")
@@ -29,5 +33,7 @@ def dram_victims(S, vict, acts):
     for i in range(len(vict)):
         if acts[i] == DROP:
             S.K[K_DRAM_DROPPED] += 1
+            if (vict[i] & 1) != 0:
+                S.K[K_STATE_BYTES_DROPPED] += _psize(S, vict[i])
         else:
             S.K[K_DRAM_DEMOTED] += 1
