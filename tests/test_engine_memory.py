@@ -175,7 +175,6 @@ def test_gandalf_plan_and_leaf_buffers_are_sized_by_residents_and_grow_before_th
                                                       "hardware.dram_bytes=2GB"]))
     trace = prepare(cfg)[0]
     a, b = _gandalf_node(cfg, trace), _gandalf_node(cfg, trace)
-    J = b.J
     assert "CKK" not in GL.GF_SEGMENTS and "SKK" not in GL.GF_SEGMENTS
     held = len(a.adapter.gseg("PLAN"))
     assert held < 2 * trace.n_chunks and len(a.adapter.gseg("KINDS")) == len(a.adapter.gseg("NODES")) == 2 * held
@@ -271,7 +270,6 @@ def test_gandalf_heap_tables_are_sized_by_their_own_tiers():
     small, _ = run("4GB")
     big, out = run("400GB")
     from cluster_sim.policies import _gandalf_jit as GJ
-    J = big.J
     rows = {n: {t: len(node.adapter.gseg(t)) // 3 for t in ("CST", "SST")} for n, node in (("small", small), ("big", big))}
     assert rows["small"]["CST"] == rows["big"]["CST"] < rows["big"]["SST"]
     for node in (small, big):

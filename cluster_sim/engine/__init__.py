@@ -47,8 +47,9 @@ node's :class:`~cluster_sim.ftl.GreedyFTL` between requests (decision 159).
 
 What the compiled engine does not model yet falls back to the interpreted node under
 ``cache.engine=auto`` and is an error under ``cache.engine=numba`` (:func:`resolve`): policies
-without kernels (or settings of theirs the kernels do not cover) and ``fleet.sync=kv_events``
-(stored / removed chunk events for the router) — docs/decisions.md 67-69.
+without kernels, and settings of theirs the kernels do not cover (each policy's
+``compiled_unsupported`` says which) — docs/decisions.md 67-69; ``fleet.sync=kv_events`` and the
+greedy FTL run compiled (decisions 159, 160).
 """
 from __future__ import annotations
 
@@ -67,8 +68,8 @@ __all__ = ["ENGINES", "SUPPORTED_POLICIES", "PARTLY_COMPILED", "CompiledNode", "
            "real_setting"]
 
 
-def __getattr__(name):          # derived from the registry when asked (build.__getattr__)
+def __getattr__(name):          # derived from the registry when asked (registry.__getattr__)
     if name in ("SUPPORTED_POLICIES", "PARTLY_COMPILED", "KERNEL_SOURCES"):
-        from . import build
-        return getattr(build, name)
+        from . import registry
+        return getattr(registry, name)
     raise AttributeError(name)

@@ -20,7 +20,7 @@ class Adapter(_Base):
     def floats(self, ctx) -> np.ndarray:
         from . import write_budget
         node = self.node
-        J, p = node.J, node.params
+        p = node.params
         FX = np.zeros(L.FX_UB + 8192, dtype=np.float64)
         FX[L.FX_FACTOR] = p.probability_seed
         FX[L.FX_TARGET], FX[L.FX_MAXRATE] = write_budget(p, node.hw, node.rpd_scale)
@@ -34,7 +34,6 @@ class Adapter(_Base):
 
     def grow(self, g: int) -> None:
         node = self.node
-        J = node.J
         if g & L.GROW_DR:
             room = int(node.S.M[L.M_DR_ROOM])
             if len(node.seg("DEC")) < room:
@@ -47,7 +46,7 @@ class Adapter(_Base):
 
     def counters(self) -> dict:
         node = self.node
-        J, FX = node.J, node.S.FX
+        FX = node.S.FX
         PK = node.S.K.tolist()
         return {"admitted": PK[L.PK_DR_ADM], "rejected": PK[L.PK_DR_REJ], "admitted_bytes": PK[L.PK_DR_ADM_B],
                 "rejected_bytes": PK[L.PK_DR_REJ_B], "control_updates": PK[L.PK_DR_UPDATES],

@@ -34,7 +34,6 @@ class Strict(_Base):
                 "AQ": np.zeros(max(64, int(bound[0]) + int(bound[1]) + 64), dtype=np.int64)}
 
     def counters(self) -> dict:
-        J = self.node.J
         PK = self.node.S.K.tolist()
         return {"drops_fa": PK[L.PK_G_DROPS_FA], "drops_state": PK[L.PK_G_DROPS_STATE],
                 "moves_fa": PK[L.PK_G_MOVES_FA], "moves_state": PK[L.PK_G_MOVES_STATE],
@@ -84,7 +83,6 @@ class CapacityAware(_Base):
             self._requests(idx, reqs.session, agent, reqs.stop, sub, reqs.turn, R)
 
     def grow(self, g: int) -> None:
-        J = self.J
         if g & L.GROW_GD:
             self._grow_gandalf_tables()
         if g & L.GROW_GDGEN:
@@ -97,7 +95,7 @@ class CapacityAware(_Base):
             self._pop_room()
 
     def counters(self) -> dict:
-        J, GJ = self.J, self.GJ
+        GJ = self.GJ
         from . import COUNTERS
         cm, sm, P = self.gseg("CMETA"), self.gseg("SMETA"), self.gseg("P")
         c = dict(zip(COUNTERS, self.gseg("K").tolist()))
@@ -224,7 +222,6 @@ class CapacityAware(_Base):
     def _pack(self, ints: list, floats: list) -> tuple[np.ndarray, np.ndarray]:
         """Gandalf's PX and FX holding its int segments (each of ``_jit.GI_DTYPES``' type, on a word of
         its own) and its float segments, in ``GI_SEGMENTS`` / ``GF_SEGMENTS`` order."""
-        J = self.J
         ip = [np.asarray(x, dtype=L.GI_DTYPES.get(k, "int64")) for k, x in zip(L.GI_SEGMENTS, ints)]
         if any(len(x) and x.dtype != y.dtype and not np.array_equal(x, y)
                for x, y in zip(ip, ints) if isinstance(y, np.ndarray)):
@@ -274,7 +271,7 @@ class CapacityAware(_Base):
     def _bind_est(self):
         """The hints estimator with its arrays as views of the node's segments (its refit and its
         buffers' room run on it, interpreted), and its counts as the engine has them."""
-        J, est = self.J, self.est
+        est = self.est
         g = self.gseg
         for seg, a in self._EST_INTS + self._EST_FLOATS:
             setattr(est, a, g(seg))
@@ -348,7 +345,6 @@ class CapacityAware(_Base):
         """The hints estimator's refit due at this request's tick, interpreted as on the interpreted
         node (``HintsReuse.tick``), and objective=chunks' value per chunk; the engine then re-keys
         every heap member at the tick."""
-        J = self.J
         est = self._bind_est()
         GX, RSC = self.gseg("GX"), self.gseg("RSC")
         assert est._refit_due()
@@ -401,7 +397,7 @@ class CapacityAware(_Base):
         """Room for the next request in Gandalf's heap tables (``M_GD_CROOM`` rows for the DRAM heap's,
         ``M_GD_ROOM`` for the SSD heap's: FX rebuilt with larger table segments, the rows kept, each
         grown to a quarter more than its room), its SSD plan and its leaf-event buffer."""
-        J, S = self.J, self.S
+        S = self.S
         rooms = {L.GF_CST: int(S.M[L.M_GD_CROOM]), L.GF_SST: int(S.M[L.M_GD_ROOM])}
         held = int(S.M[L.M_GD_HELD])
         if len(self.gseg("PLAN")) < held or len(self.gseg("KINDS")) < 2 * held:
@@ -431,7 +427,6 @@ class CapacityAware(_Base):
         """reuse=population: room for a request in its windows' rows (a row of references, a row of
         reuses per path chunk): the rows in the windows move to the front, into twice the room when
         they fill half of it."""
-        J = self.J
         nb = L.PQ_BUCKETS + 1
         Q = self.gseg("PQ").copy()
         rh, rt, uh, ut = (int(x) for x in Q[:4])
@@ -460,7 +455,6 @@ class CapacityAware(_Base):
         pops and rebuilds follow). (Its tentatives' uint16 stamps start over in the kernel:
         ``_gandalf_jit.t_next``.)"""
         from .. import _gandalf_jit as GJ
-        J = self.J
         limit = L.GD_GEN_LIMIT if limit is None else limit
         for table, kv, meta in (("CST", "CKV", "CMETA"), ("SST", "SKV", "SMETA")):
             meta, kver = self.gseg(meta), self.gseg(kv)
@@ -483,7 +477,7 @@ class CapacityAware(_Base):
 
     def gseg(self, name: str) -> np.ndarray:
         """Gandalf's segment ``name`` (a view; of its type in ``_jit.GI_DTYPES``, else int64 or float64)."""
-        J, S = self.J, self.S
+        S = self.S
         if name in L.GI_SEGMENTS:
             k = L.GI_SEGMENTS.index(name)
             return S.PX.view(np.uint8)[S.PX[2 * k]:S.PX[2 * k + 1]].view(L.GI_DTYPES.get(name, "int64"))

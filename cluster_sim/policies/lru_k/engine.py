@@ -10,24 +10,28 @@ from ...engine.adapter import Adapter as _Base, tally
 from ...errors import ConfigError
 
 
+def _record_fields(params) -> int:
+    """The int64 words of a record after its K history stamps (LK_LSTAMP too with crp in seconds)."""
+    return L.LK_FIELDS + int(params.crp != "request")
+
+
 class Adapter(_Base):
     segment_names = L.SEGMENT_NAMES
     keyed = True
 
     def setup(self, M, ctx) -> None:
-        J, p = self.node.J, self.node.params
+        p = self.node.params
         K = int(p.k)
         M[L.M_LK_K] = K
         M[L.M_LK_SECONDS] = int(p.crp != "request")
-        M[L.M_LK_Q] = K + L.LK_FIELDS + int(p.crp != "request")
+        M[L.M_LK_Q] = K + _record_fields(p)
         M[L.M_GHEAD] = M[L.M_GTAIL] = -1
         M[L.M_CAPP] = sum(ctx.caps) // max(ctx.fab, 1)
         M[L.M_GHOST_F:L.M_GHOST_F + 1].view(np.float64)[0] = float(p.ghost)
 
     def segments(self, ctx) -> dict:
-        J = self.node.J
         U, K = ctx.U, int(self.node.params.k)
-        rec = np.full((2 * U, K + L.LK_FIELDS + int(self.node.params.crp != "request")), -1, dtype=np.int64)
+        rec = np.full((2 * U, K + _record_fields(self.node.params)), -1, dtype=np.int64)
         rec[:, K + L.LK_LS] = L.ST_NONE        # LAST's request 0, status none (packed: _jit.LK_LS)
         return {"LK": rec.reshape(-1), "W": np.full(U, -1, dtype=np.int64),
                 "PEND": np.zeros(ctx.maxd + 2, dtype=np.int64)}
@@ -51,7 +55,7 @@ class Adapter(_Base):
                               "node and this node's stream touches more: use cache.engine=python")
 
     def counters(self) -> dict:
-        J, S = self.node.J, self.node.S
+        S = self.node.S
         PK = S.K.tolist()
         return {"references": PK[L.PK_REFS], "uncorrelated_references": PK[L.PK_UNCORRELATED],
                 "ghost_hits": PK[L.PK_GHOST_HITS], "ghosts": int(S.M[L.M_GN]),

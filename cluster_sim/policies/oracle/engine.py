@@ -13,7 +13,6 @@ class Adapter(_Hindsight):
     keyed = True           # its DRAM and SSD queues are keyed by next use
 
     def setup(self, M, ctx) -> None:
-        J = self.node.J
         # the reference orders candidates by (-next use, -size, payload): sizes as ranks, 0 the
         # largest, so that one int64 key orders as its tuples
         distinct = (np.unique(np.concatenate([[ctx.fab], ctx.sb_seen]))[::-1] if ctx.has_state
@@ -50,7 +49,6 @@ class Adapter(_Hindsight):
         return tables
 
     def counters(self) -> dict:
-        J = self.node.J
         PK = self.node.S.K.tolist()
         return {"dram_written": PK[L.PK_OR_WRITTEN], "dram_dropped_never_used": PK[L.PK_OR_NEVER],
                 "dram_dropped_no_room": PK[L.PK_OR_NO_ROOM], "dram_dropped_other_copy": PK[L.PK_OR_OTHER],

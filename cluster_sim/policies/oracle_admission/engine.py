@@ -132,7 +132,6 @@ class Adapter(_Base):
         self.extra = {"passes": passes, "converged": int(converged)}
 
     def counters(self) -> dict:
-        J = self.node.J
         PK = self.node.S.K.tolist()
         return {"admitted": PK[L.PK_ADMITTED], "rejected_never_used": PK[L.PK_NEVER_USED],
                 "rejected_unused_before": PK[L.PK_UNUSED_BEFORE], "forced_writes": PK[L.PK_FORCED], **self.extra}

@@ -19,7 +19,7 @@ class Adapter(_Base):
 
     def setup(self, M, ctx) -> None:
         from . import ReuseFits
-        J, p = self.node.J, self.node.params
+        p = self.node.params
         M[L.M_WA_THETA] = int(p.admit_threshold is not None)
         M[L.M_WA_FIT] = L.FXW_LT + 2 * ctx.U
         self.fits = ReuseFits.for_stream(p, ctx.U)
@@ -32,7 +32,6 @@ class Adapter(_Base):
                 "WC": np.zeros(1024, dtype=np.int64)}
 
     def floats(self, ctx) -> np.ndarray:
-        J = self.node.J
         FX = np.zeros(L.FXW_LT + 2 * ctx.U + 4 * 16, dtype=np.float64)
         theta = self.node.params.admit_threshold
         FX[L.FXW_THETA] = 0.0 if theta is None else float(theta)
@@ -40,7 +39,7 @@ class Adapter(_Base):
 
     def grow(self, g: int) -> None:
         node = self.node
-        J, S = node.J, node.S
+        S = node.S
         if g & L.GROW_WAH:
             # the category queues (DRAM, SSD alternating): room for a request's entries
             hcap = S.hcap.copy()
@@ -98,7 +97,6 @@ class Adapter(_Base):
         node.replay_rows(offsets, idx[a:b], counted[a:b], arrival, R[a:b])
 
     def counters(self) -> dict:
-        J = self.node.J
         PK = self.node.S.K.tolist()
         return {"dram_victims_demoted": PK[L.PK_WA_DEMOTED], "dram_victims_dropped": PK[L.PK_WA_DROPPED],
                 "ssd_evictions": PK[L.PK_WA_SSD_EV], "dead_victims": PK[L.PK_WA_DEAD],
